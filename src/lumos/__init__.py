@@ -1,0 +1,37 @@
+"""lumos: trace-driven performance modeling of distributed LLM training.
+
+The pipeline, one noun per stage (see the README)::
+
+    read_kineto / read_pytorch_et -> KinetoTrace / HostTrace
+    link                          -> LinkedTrace
+    build_graph                   -> ExecGraph (per rank) / Workload
+    read_chakra / write_chakra   <-> Workload
+    simulate                      -> SimResult
+    estimate                      -> prediction tables
+"""
+
+from lumos._version import __version__
+from lumos.errors import (
+    ChakraFormatError,
+    ConfigError,
+    GraphError,
+    InputError,
+    LumosError,
+    MissingDependencyError,
+    NoTracesError,
+    SimulationError,
+    TraceFormatError,
+)
+
+__all__ = [
+    "ChakraFormatError",
+    "ConfigError",
+    "GraphError",
+    "InputError",
+    "LumosError",
+    "MissingDependencyError",
+    "NoTracesError",
+    "SimulationError",
+    "TraceFormatError",
+    "__version__",
+]

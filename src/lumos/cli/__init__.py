@@ -1,0 +1,1 @@
+"""The ``lumos`` command line: a thin layer that parses, calls the public API and writes outputs."""

@@ -1,0 +1,62 @@
+"""Entry point of the ``lumos`` command: subcommand registry and the one-line error contract.
+
+Each verb lives in its own module under :mod:`lumos.cli` exposing ``register(subparsers)``, which
+adds a parser and sets ``func`` to a callable taking the parsed namespace and returning an exit
+code. A :class:`~lumos.errors.LumosError` becomes one line on stderr and exit code 1; ``-v`` adds
+the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+
+from lumos._version import __version__
+from lumos.errors import LumosError
+
+# Modules under lumos.cli, one per verb (or verb group), in the order `lumos --help` lists them.
+COMMAND_MODULES: tuple[str, ...] = (
+    # verbs are added here as their modules land
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every registered verb."""
+    parser = argparse.ArgumentParser(
+        prog="lumos",
+        description="Trace-driven performance modeling of distributed training: "
+        "read PyTorch traces, build an execution graph, replay and estimate.",
+    )
+    parser.add_argument("--version", action="version", version=f"lumos {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show tracebacks and debug detail"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"lumos.cli.{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 0 if args.command is None else 2
+    try:
+        return int(args.func(args) or 0)
+    except LumosError as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"lumos: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lumos: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,82 @@
+"""The lumos exception tree.
+
+Every error lumos raises on purpose derives from :class:`LumosError`, so a caller (and the CLI)
+can catch one type. Each error names the file it is about when there is one::
+
+    LumosError
+    ├── InputError                 bad or unreadable input (always names the file)
+    │   ├── TraceFormatError       a file that is not, or no longer, a valid trace of its kind
+    │   ├── ChakraFormatError      a Chakra .et file that does not decode
+    │   └── NoTracesError          a path or directory holding no trace at all
+    ├── GraphError                 an execution graph that breaks an invariant (cycle, dangling id)
+    ├── SimulationError            the simulator could not finish (deadlock, unmatched collective)
+    ├── ConfigError                a user option that does not make sense
+    └── MissingDependencyError     an optional extra (torch, dask, matplotlib) is not installed
+
+The CLI prints ``lumos: error: <message>`` on one line and exits 1 (traceback with ``-v``).
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+
+__all__ = [
+    "ChakraFormatError",
+    "ConfigError",
+    "GraphError",
+    "InputError",
+    "LumosError",
+    "MissingDependencyError",
+    "NoTracesError",
+    "SimulationError",
+    "TraceFormatError",
+]
+
+
+class LumosError(Exception):
+    """Root of every error lumos raises on purpose."""
+
+
+class InputError(LumosError):
+    """A file or directory that cannot be used; the message starts with its path."""
+
+    def __init__(self, path: str | PathLike[str] | None, problem: str) -> None:
+        self.path = None if path is None else str(path)
+        self.problem = problem
+        super().__init__(problem if self.path is None else f"{self.path}: {problem}")
+
+
+class TraceFormatError(InputError):
+    """A Kineto or PyTorch ET file that is malformed, truncated or not a trace."""
+
+
+class ChakraFormatError(InputError):
+    """A Chakra execution-trace file that does not decode or breaks the schema."""
+
+
+class NoTracesError(InputError):
+    """A path (usually a directory) that holds no trace lumos recognizes."""
+
+
+class GraphError(LumosError):
+    """An execution graph that breaks an invariant: a cycle, a dangling dependency id."""
+
+
+class SimulationError(LumosError):
+    """The simulator could not finish: a deadlock or a collective some rank never joins."""
+
+
+class ConfigError(LumosError):
+    """A user option or scenario that does not make sense."""
+
+
+class MissingDependencyError(LumosError):
+    """An optional dependency is needed; the message says which extra installs it."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs {package}, which is not installed; "
+            f"install it with: pip install 'lumos[{extra}]'"
+        )
