@@ -1,0 +1,288 @@
+"""The bundled workload: a small GPT-style model trained data-parallel or as a 2-stage pipeline.
+
+Run it under torchrun (``lumos demo`` does this for you)::
+
+    python -m torch.distributed.run --nproc-per-node 2 -m lumos.examples.gpt --mode ddp
+    python -m torch.distributed.run --nproc-per-node 2 -m lumos.examples.gpt --mode pipeline
+
+or on one process (``python -m lumos.examples.gpt``; DDP with a world of one). On CPU it uses
+gloo, on GPU NCCL (one GPU per rank, ``LOCAL_RANK``). The training loop is wrapped in
+:func:`lumos.collect.collector`, so under ``lumos collect`` it records each rank's traces and
+otherwise runs untraced. Seeds are fixed: parameters are identical on every rank, each DP rank
+draws its own batches, and both pipeline stages draw the same batches.
+
+``ddp``: every rank holds the whole model; gradients are all-reduced in buckets overlapping
+backward (small buckets, so a tiny model still shows several collectives).
+``pipeline``: rank 0 holds the embedding and the first half of the blocks, rank 1 the rest and
+the loss; each step runs ``--microbatches`` forward passes (activations sent 0 -> 1), then the
+backward passes (activation gradients sent 1 -> 0), GPipe style.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.profiler import record_function
+
+from lumos.collect import CollectConfig, collector
+
+SEED = 1234
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPTConfig:
+    """Model sizes; the defaults make a CPU step of roughly 100-300 ms on one thread."""
+
+    vocab: int = 512
+    seq: int = 64
+    hidden: int = 128
+    heads: int = 4
+    layers: int = 4
+    ffn_mult: int = 4
+
+    def __post_init__(self) -> None:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: causal self-attention then an MLP, both residual."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.heads = cfg.heads
+        self.ln1 = nn.LayerNorm(cfg.hidden)
+        self.qkv = nn.Linear(cfg.hidden, 3 * cfg.hidden)
+        self.proj = nn.Linear(cfg.hidden, cfg.hidden)
+        self.ln2 = nn.LayerNorm(cfg.hidden)
+        self.fc1 = nn.Linear(cfg.hidden, cfg.ffn_mult * cfg.hidden)
+        self.fc2 = nn.Linear(cfg.ffn_mult * cfg.hidden, cfg.hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(h, dim=2)
+        q, k, v = (t.view(b, s, self.heads, h // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(att.transpose(1, 2).reshape(b, s, h))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Embed(nn.Module):
+    """Token plus learned position embedding."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(cfg.vocab, cfg.hidden)
+        self.pos = nn.Embedding(cfg.seq, cfg.hidden)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        return self.tok(idx) + self.pos(pos)
+
+
+class Head(nn.Module):
+    """Final norm, vocabulary projection and the next-token cross-entropy loss."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(cfg.hidden)
+        self.out = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = self.out(self.ln(x))
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def build_stages(cfg: GPTConfig, num_stages: int) -> list[nn.Sequential]:
+    """The model cut into ``num_stages`` consecutive stages (1 = whole model but the head).
+
+    The same seed builds the same parameters whatever the cut, so stage ``i`` of a pipeline run
+    equals the matching layers of a data-parallel run.
+    """
+    torch.manual_seed(SEED)
+    layers: list[nn.Module] = [Embed(cfg), *(Block(cfg) for _ in range(cfg.layers))]
+    per = -(-len(layers) // num_stages)
+    return [nn.Sequential(*layers[i : i + per]) for i in range(0, len(layers), per)]
+
+
+def batches(cfg: GPTConfig, batch: int, seed: int, device: torch.device):
+    """An endless, seeded stream of (tokens, next-token targets)."""
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        data = torch.randint(0, cfg.vocab, (batch, cfg.seq + 1), generator=gen)
+        yield data[:, :-1].to(device), data[:, 1:].to(device)
+
+
+def _setup() -> tuple[int, int, torch.device]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        device, backend = torch.device("cuda", local), "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    if "MASTER_ADDR" not in os.environ:  # run without torchrun: a world of one
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="0", RANK="0", WORLD_SIZE="1")
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    return rank, world, device
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def train_ddp(cfg: GPTConfig, args: argparse.Namespace, device: torch.device) -> list[float]:
+    """Data-parallel training; returns each step's wall time in seconds."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    body = build_stages(cfg, 1)[0]
+    torch.manual_seed(SEED)
+    model = _Whole(body, Head(cfg)).to(device)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+              bucket_cap_mb=args.bucket_mb)  # fmt: skip
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+    data = batches(cfg, args.batch, SEED + rank, device)
+    return _loop(args, {"dp": world}, lambda: _ddp_step(ddp, opt, data), device)
+
+
+def _ddp_step(ddp: nn.Module, opt: torch.optim.Optimizer, data) -> None:
+    x, y = next(data)
+    with record_function("forward"):
+        loss = ddp(x, y)
+    with record_function("backward"):
+        loss.backward()
+    with record_function("optimizer"):
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+class _Whole(nn.Module):
+    """Body plus head as one module, so DDP wraps a single forward(x, y) -> loss."""
+
+    def __init__(self, body: nn.Module, head: Head) -> None:
+        super().__init__()
+        self.body = body
+        self.head = head
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x), y)
+
+
+def train_pipeline(cfg: GPTConfig, args: argparse.Namespace, device: torch.device) -> list[float]:
+    """Two-stage GPipe-style training over send/recv; returns each step's wall time (s)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world != 2:
+        raise SystemExit(f"--mode pipeline needs exactly 2 ranks, got {world}")
+    stage = build_stages(cfg, 2)[rank].to(device)
+    torch.manual_seed(SEED + 1)
+    head = Head(cfg).to(device) if rank == 1 else None
+    params = list(stage.parameters()) + (list(head.parameters()) if head is not None else [])
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    data = batches(cfg, args.batch, SEED, device)
+    mb = args.batch // args.microbatches
+    shape = (mb, cfg.seq, cfg.hidden)
+
+    def step() -> None:
+        x, y = next(data)
+        xs, ys = x.split(mb), y.split(mb)
+        kept: list[tuple[torch.Tensor, torch.Tensor]] = []
+        with record_function("forward"):
+            for i in range(args.microbatches):
+                if rank == 0:
+                    out = stage(xs[i])
+                    dist.send(out.detach().contiguous(), dst=1)
+                    kept.append((out, out))
+                else:
+                    act = torch.empty(shape, device=device)
+                    dist.recv(act, src=0)
+                    act.requires_grad_(True)
+                    assert head is not None
+                    kept.append((act, head(stage(act), ys[i]) / args.microbatches))
+        with record_function("backward"):
+            for inp, out in kept:
+                if rank == 0:
+                    grad = torch.empty(shape, device=device)
+                    dist.recv(grad, src=1)
+                    out.backward(grad)
+                else:
+                    out.backward()
+                    assert inp.grad is not None
+                    dist.send(inp.grad.contiguous(), dst=0)
+        with record_function("optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    return _loop(args, {"pp": 2, "num_microbatches": args.microbatches}, step, device)
+
+
+def _loop(args: argparse.Namespace, parallel: dict[str, int], step, device) -> list[float]:
+    cfg = CollectConfig.from_env()
+    steps = max(args.steps, cfg.total_steps if cfg else 0)
+    times: list[float] = []
+    with collector(cfg, parallel=parallel) as col:
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step()
+            _sync(device)
+            times.append(time.perf_counter() - t0)
+            col.step()
+    return times
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m lumos.examples.gpt", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--mode", choices=("ddp", "pipeline"), default="ddp")
+    p.add_argument(
+        "--steps", type=int, default=5, help="iterations (at least what collection needs)"
+    )
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--microbatches", type=int, default=2, help="pipeline mode only")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--vocab", type=int, default=512)
+    p.add_argument("--bucket-mb", type=float, default=1.0, help="DDP gradient bucket size")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads per rank")
+    args = p.parse_args(argv)
+    if args.batch % args.microbatches:
+        p.error(
+            f"--batch ({args.batch}) must be a multiple of --microbatches ({args.microbatches})"
+        )
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = GPTConfig(vocab=args.vocab, seq=args.seq, hidden=args.hidden, heads=args.heads,
+                    layers=args.layers)  # fmt: skip
+    rank, world, device = _setup()
+    try:
+        train = train_ddp if args.mode == "ddp" else train_pipeline
+        times = train(cfg, args, device)
+    finally:
+        dist.destroy_process_group()
+    if rank == 0 and times:
+        ms = sorted(t * 1e3 for t in times[1:] or times)
+        print(f"gpt {args.mode} on {world} rank(s), {device.type}: {len(times)} steps, "
+              f"median {ms[len(ms) // 2]:.1f} ms/step", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
