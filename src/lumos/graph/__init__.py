@@ -1,0 +1,1 @@
+"""Execution graphs: the data model (:mod:`lumos.graph.model`), validation, algorithms, edits."""
