@@ -22,11 +22,13 @@ from lumos.errors import (
     SimulationError,
     TraceFormatError,
 )
+from lumos.ingest.pytorch_et import HostTrace, read_pytorch_et
 
 __all__ = [
     "ChakraFormatError",
     "ConfigError",
     "GraphError",
+    "HostTrace",
     "InputError",
     "LumosError",
     "MissingDependencyError",
@@ -34,4 +36,5 @@ __all__ = [
     "SimulationError",
     "TraceFormatError",
     "__version__",
+    "read_pytorch_et",
 ]
