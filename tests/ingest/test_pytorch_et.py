@@ -38,7 +38,7 @@ def test_every_schema_version_loads(path: Path, schema: str, num_nodes: int) -> 
     assert isinstance(t, HostTrace)
     assert (t.schema, t.num_nodes) == (schema, num_nodes)
     assert np.all(np.diff(t.node_id) > 0)
-    assert t.diagnostics == {}
+    assert not t.diagnostics
     for col in ("rf_id", "tid", "fw_parent", "seq_id", "scope", "op_schema"):
         assert col in t.fields_present
     # Exactly one root: the "[pytorch|profiler|execution_*|process]" node, its own parent.

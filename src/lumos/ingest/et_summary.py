@@ -85,5 +85,5 @@ def summarize_et(trace: HostTrace, top: int = 10) -> dict[str, Any]:
         "threads": [
             {"tid": int(t), "num_nodes": int(c)} for t, c in zip(tids, per_tid, strict=True)
         ],
-        "diagnostics": dict(sorted(trace.diagnostics.items())),
+        "diagnostics": trace.diagnostics.to_dict(),
     }

@@ -22,7 +22,7 @@ inputs/outputs     undecoded bytes in ``io_blob``; :meth:`HostTrace.inputs` deco
 
 Bad input raises :class:`~lumos.errors.TraceFormatError` (or ``InputError`` for unreadable files)
 naming the file. A parent id that names no node is the one thing degraded rather than refused:
-the node becomes a root and ``diagnostics["dangling_parent"]`` counts it.
+the node becomes a root and ``diagnostics.count("dangling_parent")`` counts it.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import msgspec
 import numpy as np
 
 from lumos._io import read_bytes
+from lumos.diagnostics import Diagnostics
 from lumos.errors import TraceFormatError
 from lumos.ingest.et_comm import COMM_ATTR_NAMES, CommTable, build_comm_table
 from lumos.ingest.et_schema import RawET, RawIO
@@ -87,7 +88,7 @@ class HostTrace:
     comm: CommTable
     extra_attrs: Mapping[str, Mapping[int, Any]]  # attr name -> {node_idx: value}, sparse
     fields_present: tuple[str, ...]
-    diagnostics: Mapping[str, int] = field(default_factory=dict)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
 
     @property
     def num_nodes(self) -> int:
@@ -281,7 +282,7 @@ def _parse(where: str, raw: bytes) -> HostTrace:
                 pos += size
                 parts.append(r)
 
-    diagnostics: dict[str, int] = {}
+    diagnostics = Diagnostics()
     parent_idx = _resolve_parents(where, node_id, parent_id, diagnostics)
     blob = b"".join(parts)
     names = tuple(name_ids)
@@ -315,7 +316,7 @@ def _us_to_ns(v: float | None) -> int:
 
 
 def _resolve_parents(
-    where: str, node_id: np.ndarray, parent_id: np.ndarray, diagnostics: dict[str, int]
+    where: str, node_id: np.ndarray, parent_id: np.ndarray, diagnostics: Diagnostics
 ) -> np.ndarray:
     """Parent positions; self-parents and unset parents are roots; refuses cycles."""
     n = node_id.shape[0]
@@ -324,7 +325,12 @@ def _resolve_parents(
     is_root = (parent_id < 0) | (parent_id == node_id)
     dangling = ~found & ~is_root
     if dangling.any():
-        diagnostics["dangling_parent"] = int(dangling.sum())
+        first = int(np.flatnonzero(dangling)[0])
+        diagnostics.warn(
+            "dangling_parent",
+            f"node {int(node_id[first])} names parent {int(parent_id[first])}, which is absent",
+            int(dangling.sum()),
+        )
     parent_idx = np.where(found & ~is_root, pos, -1).astype(np.int32)
     # Pointer doubling: after k rounds anc holds the 2**k-th ancestor; any node that still has
     # one after 2**k > n steps sits on (or under) a cycle.
