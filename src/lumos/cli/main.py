@@ -19,7 +19,7 @@ from lumos.errors import LumosError
 
 # Modules under lumos.cli, one per verb (or verb group), in the order `lumos --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    # verbs are added here as their modules land
+    "info",
 )
 
 

@@ -1,0 +1,119 @@
+"""``lumos info TRACE...``: what is in a trace file (or a directory / archive of them)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any
+
+from lumos.errors import LumosError
+from lumos.ingest.detect import TraceRef, expand_paths
+from lumos.ingest.kineto import trace_from_bytes
+from lumos.ingest.summary import summarize_kineto
+
+__all__ = ["register", "summarize_ref"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``info`` verb."""
+    p = sub.add_parser(
+        "info",
+        help="summarize Kineto, PyTorch ET or Chakra traces",
+        description="Summarize traces: rank/world, device, iterations, streams, collectives. "
+        "Accepts files, directories (searched recursively) and tar archives; the kind of "
+        "each file is recognized by content.",
+    )
+    p.add_argument("paths", nargs="*", metavar="TRACE", help="trace files or directories")
+    p.add_argument("--json", action="store_true", help="print one JSON object per trace")
+    p.add_argument(
+        "--example", action="store_true", help="summarize the bundled example trace"
+    )
+    p.set_defaults(func=run)
+
+
+def summarize_ref(ref: TraceRef) -> dict[str, Any]:
+    """The summary of one trace, whatever its kind."""
+    if ref.kind == "kineto":
+        return summarize_kineto(trace_from_bytes(ref.read(), ref.where))
+    if ref.kind == "pytorch_et":
+        et = importlib.import_module("lumos.ingest.pytorch_et")
+        trace = et.read_pytorch_et(ref.path, ref.member)
+        return {"path": ref.where, "kind": "pytorch_et", **et.summarize_et(trace)}
+    chakra = importlib.import_module("lumos.chakra")
+    return {"path": ref.where, "kind": "chakra", **chakra.summarize_chakra(ref.path)}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print summaries; exit 1 if any trace failed (the others are still printed)."""
+    paths = list(args.paths)
+    if args.example:
+        from lumos.examples_data import example_trace_path
+
+        paths.append(example_trace_path())
+    if not paths:
+        raise LumosError("info needs at least one TRACE path (or --example)")
+    refs = expand_paths(paths)
+    failures = 0
+    for ref in refs:
+        try:
+            summary = summarize_ref(ref)
+        except LumosError as exc:
+            if len(refs) == 1:
+                raise
+            failures += 1
+            print(f"lumos: error: {exc}", file=sys.stderr)
+            continue
+        if args.json:
+            print(json.dumps(summary, sort_keys=False))
+        else:
+            print(format_summary(summary))
+    return 1 if failures else 0
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    """A human-readable rendering of :func:`summarize_ref`'s result."""
+    lines = [f"{s['path']}  [{s['kind']}]"]
+    if s["kind"] != "kineto":
+        for k, v in s.items():
+            if k not in ("path", "kind"):
+                lines.append(f"  {k}: {v}")
+        return "\n".join(lines)
+    world = s["world_size"] if s["world_size"] >= 0 else "?"
+    rank = s["rank"] if s["rank"] >= 0 else "?"
+    lines.append(
+        f"  rank {rank}/{world}  backend {s['backend'] or '-'}  device {s['device'] or 'CPU'}"
+    )
+    lines.append(f"  events: {s['num_events']} ({s['num_duration_events']} with durations)")
+    cats = ", ".join(f"{k} {v}" for k, v in s["categories"].items())
+    lines.append(f"  categories: {cats}")
+    if s["steps"]:
+        lines.append(f"  iterations: {len(s['steps'])}")
+        for st in s["steps"]:
+            gpu = f"  (GPU {_ms(st['gpu_dur_ns'])})" if st["gpu_dur_ns"] >= 0 else ""
+            lines.append(f"    {st['name']:<20} {_ms(st['dur_ns'])}{gpu}")
+    for st in s["streams"]:
+        lines.append(
+            f"  GPU {st['device']} stream {st['stream']}: {st['num_kernels']} kernels, "
+            f"{st['num_memcpy']} memcpy, {st['num_memset']} memset, busy {_ms(st['busy_ns'])}"
+        )
+    if s["collectives"]:
+        parts = [
+            f"{k} x{n} ({s['collective_bytes'].get(k, 0) / 1e6:.1f} MB)"
+            for k, n in s["collectives"].items()
+        ]
+        lines.append("  collectives: " + ", ".join(parts))
+    if s["comm_kernels"]:
+        lines.append(
+            "  comm kernels: " + ", ".join(f"{k} x{n}" for k, n in s["comm_kernels"].items())
+        )
+    for f in s["flags"]:
+        lines.append(f"  note: {f}")
+    for k, v in s["diagnostics"].items():
+        lines.append(f"  warning: {k} x{v}")
+    return "\n".join(lines)

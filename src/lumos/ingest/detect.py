@@ -1,0 +1,113 @@
+"""Recognize a trace file's kind by its content, not its name, and expand paths to files.
+
+Kinds: ``kineto`` (Chrome-trace JSON with ``traceEvents``), ``pytorch_et`` (PyTorch Execution
+Trace JSON with ``nodes``), ``chakra`` (length-prefixed protobuf records), or ``None``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from lumos._io import read_bytes
+from lumos.errors import InputError, NoTracesError
+
+__all__ = ["TraceKind", "TraceRef", "expand_paths", "sniff_kind"]
+
+TraceKind = Literal["kineto", "pytorch_et", "chakra"]
+_KEY_RE = re.compile(rb'"(traceEvents|nodes|schema)"\s*:')
+_SKIP_NAMES = {"run.json", "MANIFEST.json", "replay.json"}
+
+
+def sniff_kind(payload: bytes) -> TraceKind | None:
+    """The kind of a decompressed payload, judged from its first 64 KiB."""
+    head = payload[:65536].lstrip()
+    if head[:1] in (b"{", b"["):
+        keys = {m.group(1) for m in _KEY_RE.finditer(head)}
+        if b"traceEvents" in keys or head[:1] == b"[":
+            return "kineto"
+        if b"nodes" in keys or b"schema" in keys:
+            return "pytorch_et"
+        return None
+    if payload and payload[0] < 0x80 and len(payload) > 1 and payload[1] in (0x0A, 0x12):
+        return "chakra"  # varint length, then field 1 or 2 (length-delimited) of a message
+    if payload[:1] and payload[0] >= 0x80 and b"\x0a" in payload[1:6]:
+        return "chakra"
+    return None
+
+
+class TraceRef:
+    """One trace found on disk: a file, or a member of a tar archive."""
+
+    __slots__ = ("kind", "member", "path")
+
+    def __init__(self, path: Path, member: str | None, kind: TraceKind) -> None:
+        self.path = path
+        self.member = member
+        self.kind = kind
+
+    @property
+    def where(self) -> str:
+        """How errors and reports name it."""
+        return f"{self.path}::{self.member}" if self.member else str(self.path)
+
+    def read(self) -> bytes:
+        """The decompressed payload."""
+        return read_bytes(self.path, self.member)
+
+
+def _refs_of_file(path: Path) -> Iterator[TraceRef]:
+    if tarfile.is_tarfile(path):
+        try:
+            with tarfile.open(path, "r:*") as tar:
+                members = sorted(m.name for m in tar.getmembers() if m.isfile())
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise InputError(path, f"cannot read archive: {exc}") from None
+        for m in members:
+            if Path(m).name.startswith("."):
+                continue
+            kind = sniff_kind(read_bytes(path, m))
+            if kind is not None:
+                yield TraceRef(path, m, kind)
+        return
+    payload = read_bytes(path)
+    if not payload.strip():
+        raise InputError(path, "empty file")
+    kind = sniff_kind(payload)
+    if kind is not None:
+        yield TraceRef(path, None, kind)
+
+
+def expand_paths(paths: list[str | os.PathLike[str]]) -> list[TraceRef]:
+    """Every trace under ``paths`` (files, directories searched recursively, tar archives).
+
+    A file given explicitly that is not a trace raises ``InputError``; directories skip
+    non-trace files silently but raise ``NoTracesError`` when they hold no trace at all.
+    """
+    refs: list[TraceRef] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found: list[TraceRef] = []
+            for f in sorted(q for q in p.rglob("*") if q.is_file()):
+                if f.name in _SKIP_NAMES or f.name.startswith("."):
+                    continue
+                try:
+                    found.extend(_refs_of_file(f))
+                except InputError:
+                    continue
+            if not found:
+                raise NoTracesError(p, "directory holds no Kineto, PyTorch ET or Chakra trace")
+            refs.extend(found)
+        elif p.exists():
+            found = list(_refs_of_file(p))
+            if not found:
+                raise InputError(p, "not a trace lumos recognizes (Kineto JSON, PyTorch ET JSON, Chakra .et)")
+            refs.extend(found)
+        else:
+            raise InputError(p, "no such file or directory")
+    return refs

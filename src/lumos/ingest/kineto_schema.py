@@ -1,0 +1,159 @@
+"""What a Kineto (PyTorch profiler Chrome-trace) file looks like, as typed decoders.
+
+Decoding is two-level for speed: the event list is decoded into small typed structs whose
+``args`` stay undecoded (``msgspec.Raw``), then the identifiers every stage needs (correlation,
+External id, Record function id, ...) are pulled out of ``args`` by a second typed decoder that
+skips every other field in C. Full ``args`` dictionaries are decoded only for the few events that
+carry metadata (collectives, CUDA sync, gloo/c10d ops).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "GPU_CATEGORIES",
+    "Category",
+    "RawArgs",
+    "RawEvent",
+    "RawTrace",
+    "category_of",
+]
+
+
+_NULL = msgspec.Raw(b"null")
+
+
+class Category(IntEnum):
+    """Normalized event category (Kineto's ``cat``, legacy 2021 names folded in)."""
+
+    CPU_OP = 0
+    USER_ANNOTATION = 1
+    PYTHON_FUNCTION = 2
+    RUNTIME = 3  # cuda_runtime / hip runtime / legacy "Runtime"
+    DRIVER = 4  # cuda_driver (cuLaunchKernel from Triton, ...)
+    KERNEL = 5
+    MEMCPY = 6
+    MEMSET = 7
+    GPU_USER_ANNOTATION = 8
+    CUDA_SYNC = 9
+    TRACE_SPAN = 10  # the profiler's own "Trace" span
+    OTHER_CPU = 11
+    OTHER_GPU = 12
+
+
+_CATEGORY_NAMES: dict[str, Category] = {
+    "cpu_op": Category.CPU_OP,
+    "operator": Category.CPU_OP,
+    "user_annotation": Category.USER_ANNOTATION,
+    "python_function": Category.PYTHON_FUNCTION,
+    "cuda_runtime": Category.RUNTIME,
+    "hip_runtime": Category.RUNTIME,
+    "runtime": Category.RUNTIME,
+    "cuda_driver": Category.DRIVER,
+    "hip_driver": Category.DRIVER,
+    "driver": Category.DRIVER,
+    "kernel": Category.KERNEL,
+    "gpu_memcpy": Category.MEMCPY,
+    "memcpy": Category.MEMCPY,
+    "gpu_memset": Category.MEMSET,
+    "memset": Category.MEMSET,
+    "gpu_user_annotation": Category.GPU_USER_ANNOTATION,
+    "cuda_sync": Category.CUDA_SYNC,
+    "trace": Category.TRACE_SPAN,
+}
+
+GPU_CATEGORIES = frozenset(
+    {
+        Category.KERNEL,
+        Category.MEMCPY,
+        Category.MEMSET,
+        Category.GPU_USER_ANNOTATION,
+        Category.CUDA_SYNC,
+        Category.OTHER_GPU,
+    }
+)
+
+
+def category_of(cat: str, has_stream: bool) -> Category:
+    """Map a raw ``cat`` string to a :class:`Category`; unknown ones by where they ran."""
+    c = _CATEGORY_NAMES.get(cat.lower())
+    if c is not None:
+        return c
+    return Category.OTHER_GPU if has_stream else Category.OTHER_CPU
+
+
+class RawArgs(msgspec.Struct, gc=False, frozen=True):
+    """The fields of an event's ``args`` that lumos reads; -1 / "" / null when absent.
+
+    Identifiers are typed (decoded in C, every other key skipped); metadata whose type varies
+    between PyTorch versions stays raw and is decoded, tolerantly, only for the few events that
+    need it (collectives, gloo ops).
+    """
+
+    correlation: int = -1
+    external_id: int = msgspec.field(name="External id", default=-1)
+    external_id_legacy: int = msgspec.field(name="external id", default=-1)
+    rf_id: int = msgspec.field(name="Record function id", default=-1)
+    ev_idx: int = msgspec.field(name="Ev Idx", default=-1)
+    seq_id: int = msgspec.field(name="Sequence number", default=-1)
+    fwd_thread_id: int = msgspec.field(name="Fwd thread id", default=-1)
+    device: int = -1
+    stream: int | str = -1  # HIP runtime calls write it as a hex string ("0x0")
+    num_bytes: int = msgspec.field(name="bytes", default=-1)
+    # CUDA sync events (enable_cuda_sync_events)
+    sync_kind: str = msgspec.field(name="cuda_sync_kind", default="")
+    wait_on_stream: int = -1
+    wait_on_event_record_corr_id: int = msgspec.field(
+        name="wait_on_cuda_event_record_corr_id", default=-1
+    )
+    wait_on_event_id: int = msgspec.field(name="wait_on_cuda_event_id", default=-1)
+    # collective metadata (record_param_comms, NCCL kernels) and input shapes (gloo, c10d)
+    coll_name: msgspec.Raw = msgspec.field(name="Collective name", default=_NULL)
+    in_nelems: msgspec.Raw = msgspec.field(name="In msg nelems", default=_NULL)
+    out_nelems: msgspec.Raw = msgspec.field(name="Out msg nelems", default=_NULL)
+    in_split: msgspec.Raw = msgspec.field(name="In split size", default=_NULL)
+    out_split: msgspec.Raw = msgspec.field(name="Out split size", default=_NULL)
+    dtype: msgspec.Raw = msgspec.field(name="dtype", default=_NULL)
+    group_size: msgspec.Raw = msgspec.field(name="Group size", default=_NULL)
+    pg_name: msgspec.Raw = msgspec.field(name="Process Group Name", default=_NULL)
+    pg_desc: msgspec.Raw = msgspec.field(name="Process Group Description", default=_NULL)
+    pg_ranks: msgspec.Raw = msgspec.field(name="Process Group Ranks", default=_NULL)
+    coll_seq: msgspec.Raw = msgspec.field(name="Seq", default=_NULL)
+    p2p_seq: msgspec.Raw = msgspec.field(name="p2p_seq", default=_NULL)
+    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NULL)
+    input_type: msgspec.Raw = msgspec.field(name="Input type", default=_NULL)
+    concrete_inputs: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_NULL)
+    thread_name: msgspec.Raw = msgspec.field(name="name", default=_NULL)
+
+
+_EMPTY_ARGS = RawArgs()
+
+
+class RawEvent(msgspec.Struct, gc=False):
+    """One entry of ``traceEvents``; only the fields lumos reads."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float = 0.0
+    id: int | str | None = None
+    bp: str = ""
+    args: RawArgs = _EMPTY_ARGS
+
+
+class RawTrace(msgspec.Struct, gc=False):
+    """The top-level object of a Kineto trace file."""
+
+    traceEvents: list[RawEvent]
+    schemaVersion: Any = None
+    deviceProperties: Any = None
+    distributedInfo: Any = None
+    baseTimeNanoseconds: Any = None
+    traceName: Any = None
