@@ -11,6 +11,7 @@ The pipeline, one noun per stage (see the README)::
 """
 
 from lumos._version import __version__
+from lumos.chakra import ChakraTrace, ChakraWorkload, read_chakra, write_chakra
 from lumos.errors import (
     ChakraFormatError,
     ConfigError,
@@ -25,6 +26,8 @@ from lumos.errors import (
 from lumos.ingest.pytorch_et import HostTrace, read_pytorch_et
 
 __all__ = [
+    "ChakraTrace",
+    "ChakraWorkload",
     "ChakraFormatError",
     "ConfigError",
     "GraphError",
@@ -36,5 +39,7 @@ __all__ = [
     "SimulationError",
     "TraceFormatError",
     "__version__",
+    "read_chakra",
+    "write_chakra",
     "read_pytorch_et",
 ]

@@ -1,0 +1,630 @@
+# numba, not mypy, types these kernels (scalars change between Python ints and numpy ints):
+# mypy: disable-error-code="assignment"
+"""Compiled protobuf wire codec for Chakra files (numba), independent of the protobuf runtime.
+
+Reading is three kernels over one ``uint8`` buffer (the decompressed file or a memory map):
+
+- :func:`scan_records` finds the length-delimited records (varint32 length + message).
+- :func:`decode_nodes` walks every ``Node`` record and fills columns; it runs twice, first to
+  count repeated items (deps, attributes, unknown fields), then to fill arrays of those sizes.
+  Strings, ``inputs``/``outputs`` and whole attribute messages are kept as spans (offset, length)
+  into the buffer, so nothing is copied and nothing unknown is lost.
+- :func:`encode_nodes` writes nodes back in canonical protobuf order (field number order, proto3
+  defaults omitted, packed repeated deps, attributes and unknown fields copied verbatim), which
+  reproduces files written by the protobuf library byte for byte.
+
+Errors are reported through a small ``err`` array ``[code, record, byte offset, field]`` so
+that the Python side can raise one :class:`~lumos.errors.ChakraFormatError` naming the file,
+the byte offset and, when known, the node id.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# error codes written to err[0]
+E_OK = 0
+E_TRUNCATED_VARINT = 1
+E_LENGTH_PAST_EOF = 2
+E_RECORD_TOO_LONG = 3
+E_BAD_WIRE_TYPE = 4
+E_FIELD_PAST_END = 5
+E_GROUP = 6
+E_ATTR_WIRE_TYPE = 7
+E_VARINT_TOO_LONG = 8
+
+ERROR_TEXT = {
+    E_TRUNCATED_VARINT: "truncated varint (file ends inside a number)",
+    E_LENGTH_PAST_EOF: "record length prefix runs past the end of the file",
+    E_RECORD_TOO_LONG: "record length prefix is larger than a varint32 allows",
+    E_BAD_WIRE_TYPE: "field has the wrong wire type for its schema type",
+    E_FIELD_PAST_END: "a field runs past the end of its message",
+    E_GROUP: "deprecated protobuf group wire type (not a Chakra message)",
+    E_ATTR_WIRE_TYPE: "attribute value has the wrong wire type for its declared kind",
+    E_VARINT_TOO_LONG: "varint longer than 10 bytes",
+}
+
+U7F = np.uint64(0x7F)
+U80 = np.uint64(0x80)
+
+# expected wire type of each AttributeProto field number 0..32 (-1: any)
+_ATTR_WT = np.array(
+    [-1, 2, 2]
+    + [1, 2, 5, 2]  # double, list, float, list
+    + [0, 2] * 6  # int32 int64 uint32 uint64 sint32 sint64
+    + [5, 2, 1, 2, 5, 2, 1, 2]  # fixed32 fixed64 sfixed32 sfixed64
+    + [0, 2, 2, 2, 2, 2],  # bool, string, bytes (+ lists)
+    dtype=np.int64,
+)
+
+
+@njit(cache=True)
+def _varint(buf, pos, end):  # pragma: no cover - compiled
+    result = np.uint64(0)
+    shift = np.uint64(0)
+    while pos < end:
+        b = np.uint64(buf[pos])
+        pos += 1
+        result |= (b & U7F) << shift
+        if b < U80:
+            return result, pos
+        shift += np.uint64(7)
+        if shift > np.uint64(63):
+            return result, -2
+    return result, -1
+
+
+@njit(cache=True)
+def _fail(err, code, record, offset, field):  # pragma: no cover - compiled
+    err[0] = code
+    err[1] = record
+    err[2] = offset
+    err[3] = field
+
+
+@njit(cache=True)
+def _skip(buf, pos, end, wt):  # pragma: no cover - compiled
+    """Position after a field value of wire type ``wt``; negative error code on failure."""
+    if wt == 0:
+        _, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return -E_TRUNCATED_VARINT
+        return pos
+    if wt == 1:
+        pos += 8
+    elif wt == 5:
+        pos += 4
+    elif wt == 2:
+        ln, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return -E_TRUNCATED_VARINT
+        pos += np.int64(ln)
+    else:
+        return -E_GROUP
+    if pos > end:
+        return -E_FIELD_PAST_END
+    return pos
+
+
+@njit(cache=True)
+def scan_records(buf, pos, end, fill, rec_off, rec_len, err):  # pragma: no cover - compiled
+    """Count (``fill=False``) or locate (``fill=True``) the length-delimited records in
+    ``buf[pos:end]``. Returns the record count; on error sets ``err`` and returns the count so far.
+    A zero-length record is an empty message, not the end of the file."""
+    n = 0
+    while pos < end:
+        start = pos
+        ln, pos = _varint(buf, pos, end)
+        if pos < 0:
+            _fail(err, E_TRUNCATED_VARINT, n, start, 0)
+            return n
+        if ln > np.uint64(0x7FFFFFFF):
+            _fail(err, E_RECORD_TOO_LONG, n, start, 0)
+            return n
+        if pos + np.int64(ln) > end:
+            _fail(err, E_LENGTH_PAST_EOF, n, start, np.int64(ln))
+            return n
+        if fill:
+            rec_off[n] = pos
+            rec_len[n] = np.int64(ln)
+        pos += np.int64(ln)
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def _fnv(buf, off, ln):  # pragma: no cover - compiled
+    h = np.uint64(14695981039346656037)
+    for k in range(off, off + ln):
+        h = (h ^ np.uint64(buf[k])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True)
+def decode_nodes(  # pragma: no cover - compiled
+    buf,
+    rec_off,
+    rec_len,
+    fill,
+    counts,
+    node_id,
+    name_off,
+    name_len,
+    name_hash,
+    node_type,
+    start_us,
+    dur_us,
+    inp_off,
+    inp_len,
+    out_off,
+    out_len,
+    ctrl_ptr,
+    ctrl_val,
+    data_ptr,
+    data_val,
+    attr_ptr,
+    attr_off,
+    attr_len,
+    attr_name_off,
+    attr_name_len,
+    attr_name_hash,
+    attr_kind,
+    attr_int,
+    attr_float,
+    unk_ptr,
+    unk_off,
+    unk_len,
+    err,
+):
+    """Decode every Node record. With ``fill=False`` only ``counts`` (ctrl deps, data deps,
+    attributes, unknown fields) is computed; with ``fill=True`` all columns are written."""
+    n_ctrl = 0
+    n_data = 0
+    n_attr = 0
+    n_unk = 0
+    tmp8 = np.zeros(8, dtype=np.uint8)
+    for i in range(rec_off.shape[0]):
+        p = rec_off[i]
+        e = p + rec_len[i]
+        if fill:
+            ctrl_ptr[i] = n_ctrl
+            data_ptr[i] = n_data
+            attr_ptr[i] = n_attr
+            unk_ptr[i] = n_unk
+            node_id[i] = 0
+            name_off[i] = p
+            name_len[i] = 0
+            node_type[i] = 0
+            start_us[i] = 0
+            dur_us[i] = 0
+            inp_off[i] = 0
+            inp_len[i] = -1
+            out_off[i] = 0
+            out_len[i] = -1
+        while p < e:
+            fstart = p
+            tag, p = _varint(buf, p, e)
+            if p < 0:
+                _fail(err, E_TRUNCATED_VARINT, i, fstart, 0)
+                return
+            fno = np.int64(tag >> np.uint64(3))
+            wt = np.int64(tag & np.uint64(7))
+            if fno == 1 or fno == 3 or fno == 6 or fno == 7:
+                if wt != 0:
+                    _fail(err, E_BAD_WIRE_TYPE, i, fstart, fno)
+                    return
+                v, p = _varint(buf, p, e)
+                if p < 0:
+                    _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                    return
+                if fill:
+                    if fno == 1:
+                        node_id[i] = v
+                    elif fno == 3:
+                        node_type[i] = np.int64(v)
+                    elif fno == 6:
+                        start_us[i] = v
+                    else:
+                        dur_us[i] = v
+            elif fno == 4 or fno == 5:
+                if wt == 0:
+                    v, p = _varint(buf, p, e)
+                    if p < 0:
+                        _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                        return
+                    if fno == 4:
+                        if fill:
+                            ctrl_val[n_ctrl] = v
+                        n_ctrl += 1
+                    else:
+                        if fill:
+                            data_val[n_data] = v
+                        n_data += 1
+                elif wt == 2:
+                    ln, p = _varint(buf, p, e)
+                    if p < 0:
+                        _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                        return
+                    q = p + np.int64(ln)
+                    if q > e:
+                        _fail(err, E_FIELD_PAST_END, i, fstart, fno)
+                        return
+                    while p < q:
+                        v, p = _varint(buf, p, q)
+                        if p < 0:
+                            _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                            return
+                        if fno == 4:
+                            if fill:
+                                ctrl_val[n_ctrl] = v
+                            n_ctrl += 1
+                        else:
+                            if fill:
+                                data_val[n_data] = v
+                            n_data += 1
+                else:
+                    _fail(err, E_BAD_WIRE_TYPE, i, fstart, fno)
+                    return
+            elif fno == 2 or fno == 8 or fno == 9 or fno == 10:
+                if wt != 2:
+                    _fail(err, E_BAD_WIRE_TYPE, i, fstart, fno)
+                    return
+                ln, p = _varint(buf, p, e)
+                if p < 0:
+                    _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                    return
+                q = p + np.int64(ln)
+                if q > e:
+                    _fail(err, E_FIELD_PAST_END, i, fstart, fno)
+                    return
+                if fill:
+                    if fno == 2:
+                        name_off[i] = p
+                        name_len[i] = q - p
+                    elif fno == 8:
+                        inp_off[i] = p
+                        inp_len[i] = q - p
+                    elif fno == 9:
+                        out_off[i] = p
+                        out_len[i] = q - p
+                if fno == 10:
+                    code = _decode_attr(
+                        buf,
+                        p,
+                        q,
+                        fill,
+                        n_attr,
+                        attr_off,
+                        attr_len,
+                        attr_name_off,
+                        attr_name_len,
+                        attr_name_hash,
+                        attr_kind,
+                        attr_int,
+                        attr_float,
+                        tmp8,
+                    )
+                    if code != 0:
+                        _fail(err, code, i, fstart, 10)
+                        return
+                    n_attr += 1
+                p = q
+            else:
+                q = _skip(buf, p, e, wt)
+                if q < 0:
+                    _fail(err, -q, i, fstart, fno)
+                    return
+                if fill:
+                    unk_off[n_unk] = fstart
+                    unk_len[n_unk] = q - fstart
+                n_unk += 1
+                p = q
+    if fill:
+        n = rec_off.shape[0]
+        ctrl_ptr[n] = n_ctrl
+        data_ptr[n] = n_data
+        attr_ptr[n] = n_attr
+        unk_ptr[n] = n_unk
+        for i in range(n):
+            name_hash[i] = _fnv(buf, name_off[i], name_len[i])
+        for k in range(n_attr):
+            attr_name_hash[k] = _fnv(buf, attr_name_off[k], attr_name_len[k])
+    counts[0] = n_ctrl
+    counts[1] = n_data
+    counts[2] = n_attr
+    counts[3] = n_unk
+
+
+@njit(cache=True)
+def _decode_attr(  # pragma: no cover - compiled
+    buf,
+    p,
+    e,
+    fill,
+    k,
+    attr_off,
+    attr_len,
+    attr_name_off,
+    attr_name_len,
+    attr_name_hash,
+    attr_kind,
+    attr_int,
+    attr_float,
+    tmp8,
+):
+    """Decode one AttributeProto body ``buf[p:e]`` into slot ``k``; returns an error code."""
+    name_o = p
+    name_l = 0
+    kind = 0
+    ival = np.int64(0)
+    fval = 0.0
+    a0 = p
+    while p < e:
+        tag, p = _varint(buf, p, e)
+        if p < 0:
+            return E_TRUNCATED_VARINT
+        fno = np.int64(tag >> np.uint64(3))
+        wt = np.int64(tag & np.uint64(7))
+        if fno <= 32 and fno >= 1 and wt != _ATTR_WT[fno]:
+            return E_ATTR_WIRE_TYPE
+        if fno == 1:
+            ln, p = _varint(buf, p, e)
+            if p < 0:
+                return E_TRUNCATED_VARINT
+            name_o = p
+            name_l = np.int64(ln)
+            p += name_l
+            if p > e:
+                return E_FIELD_PAST_END
+            continue
+        if fno >= 3 and fno <= 32:
+            kind = fno
+            ival = np.int64(0)
+            fval = 0.0
+            if wt == 0:
+                v, p = _varint(buf, p, e)
+                if p < 0:
+                    return E_TRUNCATED_VARINT
+                if fno == 15 or fno == 17:  # zigzag
+                    ival = np.int64(v >> np.uint64(1)) ^ -np.int64(v & np.uint64(1))
+                elif fno == 27:
+                    ival = 1 if v != np.uint64(0) else 0
+                elif fno == 7:  # int32: the low 32 bits, signed
+                    ival = np.int64(np.int32(np.uint32(v & np.uint64(0xFFFFFFFF))))
+                elif fno == 11:
+                    ival = np.int64(v & np.uint64(0xFFFFFFFF))
+                else:
+                    ival = np.int64(v)
+                continue
+            if wt == 1 or wt == 5:
+                width = 8 if wt == 1 else 4
+                if p + width > e:
+                    return E_FIELD_PAST_END
+                for j in range(8):
+                    tmp8[j] = buf[p + j] if j < width else 0
+                p += width
+                if fno == 3:
+                    fval = tmp8.view(np.float64)[0]
+                elif fno == 5:
+                    fval = np.float64(tmp8[:4].view(np.float32)[0])
+                elif fno == 19:
+                    ival = np.int64(tmp8[:4].view(np.uint32)[0])
+                elif fno == 23:
+                    ival = np.int64(tmp8[:4].view(np.int32)[0])
+                else:
+                    ival = tmp8.view(np.int64)[0]
+                continue
+        q = _skip(buf, p, e, wt)
+        if q < 0:
+            return -q
+        p = q
+    if fill:
+        attr_off[k] = a0
+        attr_len[k] = e - a0
+        attr_name_off[k] = name_o
+        attr_name_len[k] = name_l
+        attr_kind[k] = kind
+        attr_int[k] = ival
+        attr_float[k] = fval
+    return 0
+
+
+@njit(cache=True)
+def same_strings(buf, off, ln, inverse, rep_off, rep_len):  # pragma: no cover - compiled
+    """True when every span equals its interned representative (no hash collision)."""
+    for i in range(off.shape[0]):
+        r = inverse[i]
+        if ln[i] != rep_len[r]:
+            return False
+        a = off[i]
+        b = rep_off[r]
+        for j in range(ln[i]):
+            if buf[a + j] != buf[b + j]:
+                return False
+    return True
+
+
+@njit(cache=True)
+def _vsize(v):  # pragma: no cover - compiled
+    n = 1
+    while v >= U80:
+        v >>= np.uint64(7)
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def _put(out, p, v):  # pragma: no cover - compiled
+    while v >= U80:
+        out[p] = np.uint8((v & U7F) | U80)
+        v >>= np.uint64(7)
+        p += 1
+    out[p] = np.uint8(v)
+    return p + 1
+
+
+@njit(cache=True)
+def _packed_size(ptr, val, i):  # pragma: no cover - compiled
+    b = 0
+    for k in range(ptr[i], ptr[i + 1]):
+        b += _vsize(val[k])
+    return 0 if b == 0 else 1 + _vsize(np.uint64(b)) + b
+
+
+@njit(cache=True)
+def _put_packed(out, p, tag, ptr, val, i):  # pragma: no cover - compiled
+    b = 0
+    for k in range(ptr[i], ptr[i + 1]):
+        b += _vsize(val[k])
+    if b == 0:
+        return p
+    out[p] = tag
+    p = _put(out, p + 1, np.uint64(b))
+    for k in range(ptr[i], ptr[i + 1]):
+        p = _put(out, p, val[k])
+    return p
+
+
+@njit(cache=True)
+def _node_size(  # pragma: no cover - compiled
+    i,
+    node_id,
+    name_idx,
+    names_off,
+    node_type,
+    start_us,
+    dur_us,
+    inp_len,
+    out_len,
+    ctrl_ptr,
+    ctrl_val,
+    data_ptr,
+    data_val,
+    attr_ptr,
+    attr_len,
+    unk_ptr,
+    unk_len,
+):
+    s = 0
+    if node_id[i] != 0:
+        s += 1 + _vsize(node_id[i])
+    nl = names_off[name_idx[i] + 1] - names_off[name_idx[i]]
+    if nl > 0:
+        s += 1 + _vsize(np.uint64(nl)) + nl
+    if node_type[i] != 0:
+        s += 1 + _vsize(np.uint64(node_type[i]))
+    s += _packed_size(ctrl_ptr, ctrl_val, i)
+    s += _packed_size(data_ptr, data_val, i)
+    if start_us[i] != 0:
+        s += 1 + _vsize(start_us[i])
+    if dur_us[i] != 0:
+        s += 1 + _vsize(dur_us[i])
+    if inp_len[i] >= 0:
+        s += 1 + _vsize(np.uint64(inp_len[i])) + inp_len[i]
+    if out_len[i] >= 0:
+        s += 1 + _vsize(np.uint64(out_len[i])) + out_len[i]
+    for k in range(attr_ptr[i], attr_ptr[i + 1]):
+        s += 1 + _vsize(np.uint64(attr_len[k])) + attr_len[k]
+    for k in range(unk_ptr[i], unk_ptr[i + 1]):
+        s += unk_len[k]
+    return s
+
+
+@njit(cache=True)
+def encode_nodes(  # pragma: no cover - compiled
+    lo,
+    hi,
+    node_id,
+    name_idx,
+    names_blob,
+    names_off,
+    node_type,
+    start_us,
+    dur_us,
+    blob,
+    inp_off,
+    inp_len,
+    out_off,
+    out_len,
+    ctrl_ptr,
+    ctrl_val,
+    data_ptr,
+    data_val,
+    attr_ptr,
+    attr_off,
+    attr_len,
+    unk_ptr,
+    unk_off,
+    unk_len,
+):
+    """Length-prefixed records for nodes ``lo..hi-1`` as one ``uint8`` array.
+
+    ``inp_len``/``out_len`` of -1 mean the message field is absent; ``blob`` holds the bytes
+    that the ``*_off`` spans point at (IOInfo bodies, attribute bodies, unknown fields)."""
+    total = 0
+    sizes = np.empty(hi - lo, dtype=np.int64)
+    for i in range(lo, hi):
+        s = _node_size(
+            i,
+            node_id,
+            name_idx,
+            names_off,
+            node_type,
+            start_us,
+            dur_us,
+            inp_len,
+            out_len,
+            ctrl_ptr,
+            ctrl_val,
+            data_ptr,
+            data_val,
+            attr_ptr,
+            attr_len,
+            unk_ptr,
+            unk_len,
+        )
+        sizes[i - lo] = s
+        total += _vsize(np.uint64(s)) + s
+    out = np.empty(total, dtype=np.uint8)
+    p = 0
+    for i in range(lo, hi):
+        p = _put(out, p, np.uint64(sizes[i - lo]))
+        if node_id[i] != 0:
+            out[p] = 0x08
+            p = _put(out, p + 1, node_id[i])
+        a = names_off[name_idx[i]]
+        nl = names_off[name_idx[i] + 1] - a
+        if nl > 0:
+            out[p] = 0x12
+            p = _put(out, p + 1, np.uint64(nl))
+            out[p : p + nl] = names_blob[a : a + nl]
+            p += nl
+        if node_type[i] != 0:
+            out[p] = 0x18
+            p = _put(out, p + 1, np.uint64(node_type[i]))
+        p = _put_packed(out, p, 0x22, ctrl_ptr, ctrl_val, i)
+        p = _put_packed(out, p, 0x2A, data_ptr, data_val, i)
+        if start_us[i] != 0:
+            out[p] = 0x30
+            p = _put(out, p + 1, start_us[i])
+        if dur_us[i] != 0:
+            out[p] = 0x38
+            p = _put(out, p + 1, dur_us[i])
+        for tag, o, ln in ((0x42, inp_off[i], inp_len[i]), (0x4A, out_off[i], out_len[i])):
+            if ln >= 0:
+                out[p] = tag
+                p = _put(out, p + 1, np.uint64(ln))
+                out[p : p + ln] = blob[o : o + ln]
+                p += ln
+        for k in range(attr_ptr[i], attr_ptr[i + 1]):
+            out[p] = 0x52
+            ln = attr_len[k]
+            p = _put(out, p + 1, np.uint64(ln))
+            out[p : p + ln] = blob[attr_off[k] : attr_off[k] + ln]
+            p += ln
+        for k in range(unk_ptr[i], unk_ptr[i + 1]):
+            ln = unk_len[k]
+            out[p : p + ln] = blob[unk_off[k] : unk_off[k] + ln]
+            p += ln
+    return out
