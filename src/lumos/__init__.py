@@ -26,9 +26,9 @@ from lumos.errors import (
 from lumos.ingest.pytorch_et import HostTrace, read_pytorch_et
 
 __all__ = [
+    "ChakraFormatError",
     "ChakraTrace",
     "ChakraWorkload",
-    "ChakraFormatError",
     "ConfigError",
     "GraphError",
     "HostTrace",
@@ -40,6 +40,6 @@ __all__ = [
     "TraceFormatError",
     "__version__",
     "read_chakra",
-    "write_chakra",
     "read_pytorch_et",
+    "write_chakra",
 ]
