@@ -235,9 +235,9 @@ def random_graph(
 ) -> ExecGraph:
     """A valid synthetic graph of about ``n_tasks`` tasks (half CPU launches, half kernels).
 
-    Each thread issues launch calls round-robin; every launch starts a kernel on a stream
-    (LAUNCH edge, delay 1 us); every ``inter_stream_every``-th kernel also depends on the
-    previous kernel of another stream (INTER_STREAM); every ``sync_every``-th launch call is
+    Threads issue launch calls round-robin; every launch starts a kernel on one of the streams
+    its thread feeds (LAUNCH edge, delay 1 us); every ``inter_stream_every``-th kernel also
+    depends on the thread's previous kernel when that ran on another stream (INTER_STREAM); every ``sync_every``-th launch call is
     followed by a stream synchronize wait on its stream. Deterministic for a seed.
     """
     rng = np.random.default_rng(seed)
@@ -253,7 +253,11 @@ def random_graph(
     )
     li = np.arange(n_launch, dtype=np.int64)
     thread = (li % n_threads).astype(np.int32)
-    stream = (n_threads + rng.integers(0, n_streams, n_launch)).astype(np.int32)
+    # each stream is fed by one thread (stream % n_threads == thread), as in real traces; a
+    # stream shared by threads running ahead of each other could legitimately deadlock a sync
+    per = max(n_streams // n_threads, 1)
+    stream_choice = thread + n_threads * rng.integers(0, per, n_launch)
+    stream = (n_threads + stream_choice % n_streams).astype(np.int32)
     # rows: launches first (0..n_launch-1), kernels after (kernel i is launched by launch i)
     processor_idx = np.r_[thread, stream]
     kind = np.r_[np.full(n_launch, TaskKind.RUNTIME), np.full(n_launch, TaskKind.KERNEL)]
@@ -275,9 +279,9 @@ def random_graph(
         intra_kind == DepKind.INTRA_THREAD, rng.integers(0, 3_000, len(intra_src)), 0
     )
     launch_src, launch_dst = li, li + n_launch
-    # inter-stream: kernel i waits for the previous kernel (in row order) on a different stream
-    cand = li[(li % inter_stream_every == inter_stream_every - 1) & (li > 0)]
-    prev = cand - 1
+    # inter-stream: kernel i waits for the previous kernel of its thread on a different stream
+    cand = li[(li % inter_stream_every == inter_stream_every - 1) & (li >= n_threads)]
+    prev = cand - n_threads
     ok = stream[prev] != stream[cand]
     is_src, is_dst = prev[ok] + n_launch, cand[ok] + n_launch
     src = np.r_[intra_src, launch_src, is_src]
