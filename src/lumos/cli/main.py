@@ -19,6 +19,9 @@ from lumos.errors import LumosError
 
 # Modules under lumos.cli, one per verb (or verb group), in the order `lumos --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
+    "collect",
+    "demo",
+    "report",
     "info",
 )
 

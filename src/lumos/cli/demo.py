@@ -1,0 +1,50 @@
+"""``lumos demo [-o DIR]``: collect the bundled workload on 2 CPU ranks, replay it, report.
+
+Shows progress on a terminal (nothing when output is piped) and ends with where the report is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from lumos.collect._torch import require_torch
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="collect the bundled GPT workload on 2 CPU ranks, replay it and write a report",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    p.add_argument("-o", "--out", type=Path, default=Path("lumos-demo"),
+                   help="output directory (default: ./lumos-demo)")  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    require_torch("lumos demo")
+    from rich.console import Console
+
+    from lumos.examples.demo import run_demo
+
+    console = Console(stderr=True)
+    t0 = time.monotonic()
+    if console.is_terminal:
+        with console.status("starting the demo") as status:
+
+            def progress(msg: str) -> None:
+                console.log(msg)
+                status.update(msg)
+
+            result = run_demo(args.out, progress)
+    else:
+        result = run_demo(args.out)
+    elapsed = time.monotonic() - t0
+    print(f"lumos: collected {result.run_dir} ({elapsed:.0f} s); manifest {result.manifest}")
+    if result.report is not None:
+        print(f"lumos: report {result.report}")
+    if result.stopped_because:
+        print(f"lumos: demo stopped after collection: {result.stopped_because}")
+    return 0

@@ -1,0 +1,40 @@
+"""``lumos report REPLAY_JSON [-o report.html] [--figures DIR] [--png]``.
+
+Writes a self-contained HTML report (works offline) of a replay result, and optionally its
+figures as SVG (and PNG with ``lumos[plot]``) for papers and slides.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="HTML report (and SVG/PNG figures) of a replay result",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    p.add_argument("replay", type=Path, help="replay.json, or a directory holding one")
+    p.add_argument("-o", "--out", type=Path, help="HTML file (default: report.html beside it)")
+    p.add_argument("--figures", type=Path, metavar="DIR", help="also write figures here")
+    p.add_argument("--png", action="store_true", help="figures as PNG too (needs lumos[plot])")
+    p.add_argument("--title", help="report title")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lumos.report.figures import write_figures
+    from lumos.report.html import read_replay, write_report
+
+    src = args.replay / "replay.json" if args.replay.is_dir() else args.replay
+    result = read_replay(src)
+    out = args.out or src.with_name("report.html")
+    write_report(result, out, title=args.title)
+    print(f"lumos: wrote {out}")
+    if args.figures is not None:
+        formats = ("svg", "png") if args.png else ("svg",)
+        paths = write_figures(result, args.figures, formats)
+        print(f"lumos: wrote {len(paths)} figure file(s) to {args.figures}")
+    return 0

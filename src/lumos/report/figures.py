@@ -1,0 +1,208 @@
+"""The report's figures, as data first (:class:`Figure`), then SVG (always) or PNG (matplotlib).
+
+:func:`build_figures` turns a validated replay result (see :mod:`lumos.report.html`) into
+:class:`Figure` specs; :func:`to_svg` draws one with :mod:`lumos.report.svg`; :func:`write_figures`
+writes ``<name>.svg`` (and ``<name>.png`` when asked, which needs the ``plot`` extra) for papers
+and slides. One spec feeds both renderers, so the PNG shows the same numbers as the HTML.
+
+====================  =========  =========================================================
+figure                kind       what it shows
+====================  =========  =========================================================
+``step_time``         bars       measured vs predicted time of each step (ms)
+``breakdown``         stacked    exposed compute / overlapped / exposed comm / other (ms)
+``sm_util``           lines      share of each bin with a GPU stream busy (%), both runs
+``critical_path``     stacked    share of the critical path by task kind (%)
+====================  =========  =========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from lumos._io import atomic_write
+from lumos.errors import ConfigError, MissingDependencyError
+from lumos.report import svg
+
+__all__ = ["BREAKDOWN_PARTS", "Figure", "build_figures", "to_svg", "write_figures"]
+
+BREAKDOWN_PARTS = ("exposed_compute_ns", "overlapped_ns", "exposed_comm_ns", "other_ns")
+_PART_LABELS = ("exposed compute", "overlapped", "exposed comm", "other")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Figure:
+    """A chart as data. ``series`` are (name, values); for ``stacked``, rows are series."""
+
+    name: str
+    kind: Literal["bars", "lines", "stacked"]
+    title: str
+    series: tuple[tuple[str, tuple[float, ...]], ...]
+    categories: tuple[str, ...] = ()
+    x_label: str = ""
+    y_label: str = ""
+    x_step: float = 1.0
+    y_max: float | None = None
+
+
+def _ms(ns: Any) -> float:
+    return float(ns) / 1e6
+
+
+def build_figures(result: dict[str, Any]) -> list[Figure]:
+    """The figures a replay result supports, in report order (missing sections are skipped)."""
+    figs: list[Figure] = []
+    steps = result.get("steps") or []
+    if steps:
+        figs.append(
+            Figure(
+                name="step_time",
+                kind="bars",
+                title="Step time: measured vs predicted",
+                categories=tuple(str(s["name"]) for s in steps),
+                series=(
+                    ("measured", tuple(_ms(s["measured_ns"]) for s in steps)),
+                    ("predicted", tuple(_ms(s["predicted_ns"]) for s in steps)),
+                ),
+                y_label="ms",
+            )
+        )
+    bd = result.get("breakdown")
+    if bd:
+        rows = tuple(
+            (side, tuple(_ms(bd[side].get(k, 0)) for k in BREAKDOWN_PARTS))
+            for side in ("measured", "predicted")
+            if side in bd
+        )
+        figs.append(
+            Figure(
+                name="breakdown",
+                kind="stacked",
+                title="Where the time goes",
+                categories=_PART_LABELS,
+                series=rows,
+                x_label="ms (summed over recorded steps)",
+            )
+        )
+    sm = result.get("sm_util")
+    if sm:
+        bin_ms = _ms(sm.get("bin_ns", 1_000_000))
+        figs.append(
+            Figure(
+                name="sm_util",
+                kind="lines",
+                title="SM utilization (share of each bin with a GPU stream busy)",
+                series=tuple(
+                    (side, tuple(100.0 * float(v) for v in sm[side]))
+                    for side in ("measured", "predicted")
+                    if sm.get(side)
+                ),
+                x_label="time (ms)",
+                y_label="%",
+                x_step=bin_ms,
+                y_max=100.0,
+            )
+        )
+    cp = result.get("critical_path")
+    if cp:
+        kinds = tuple(cp)
+        figs.append(
+            Figure(
+                name="critical_path",
+                kind="stacked",
+                title="Critical path by task kind",
+                categories=kinds,
+                series=(("critical path", tuple(100.0 * float(cp[k]) for k in kinds)),),
+                x_label="% of the critical path",
+            )
+        )
+    return figs
+
+
+def to_svg(fig: Figure) -> str:
+    """The figure as one standalone ``<svg>`` element."""
+    if fig.kind == "bars":
+        return svg.bar_chart(fig.categories, fig.series, title=fig.title, y_label=fig.y_label)
+    if fig.kind == "lines":
+        return svg.line_chart(
+            fig.series,
+            x_step=fig.x_step,
+            title=fig.title,
+            x_label=fig.x_label,
+            y_label=fig.y_label,
+            y_max=fig.y_max,
+        )
+    return svg.stacked_hbar(fig.series, fig.categories, title=fig.title, x_label=fig.x_label)
+
+
+def _png(fig: Figure, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingDependencyError("matplotlib", "plot", "PNG figures") from None
+    colors = svg.PALETTE
+    f, ax = plt.subplots(
+        figsize=(7.2, 2.8 if fig.kind != "stacked" else 1.2 + 0.5 * len(fig.series))
+    )
+    if fig.kind == "bars":
+        n = max(1, len(fig.series))
+        width = 0.8 / n
+        for g, (name, values) in enumerate(fig.series):
+            xs = [i + g * width - 0.4 + width / 2 for i in range(len(values))]
+            ax.bar(xs, values, width=width * 0.92, label=name, color=colors[g % len(colors)])
+        ax.set_xticks(range(len(fig.categories)), fig.categories)
+    elif fig.kind == "lines":
+        for k, (name, values) in enumerate(fig.series):
+            ax.plot([i * fig.x_step for i in range(len(values))], values, label=name,
+                    color=colors[k % len(colors)])  # fmt: skip
+        if fig.y_max is not None:
+            ax.set_ylim(0, fig.y_max)
+    else:
+        for r, (_, values) in enumerate(fig.series):
+            left = 0.0
+            for p, v in enumerate(values):
+                ax.barh(r, v, left=left, color=colors[p % len(colors)],
+                        label=fig.categories[p] if r == 0 else None)  # fmt: skip
+                left += v
+        ax.set_yticks(range(len(fig.series)), [name for name, _ in fig.series])
+        ax.invert_yaxis()
+    ax.set_title(fig.title, loc="left", fontsize=11)
+    ax.set_xlabel(fig.x_label)
+    ax.set_ylabel(fig.y_label)
+    ax.legend(fontsize=8, frameon=False)
+    f.tight_layout()
+    with atomic_write(path, "wb") as out:
+        f.savefig(out, format="png", dpi=150, metadata={"Software": None})
+    plt.close(f)
+
+
+def write_figures(
+    result: dict[str, Any],
+    out_dir: str | os.PathLike[str],
+    formats: tuple[str, ...] = ("svg",),
+) -> list[Path]:
+    """Write every figure of ``result`` as ``out_dir/<name>.<fmt>``; returns the paths written.
+
+    ``formats`` holds ``"svg"`` and/or ``"png"``; PNG needs matplotlib (``lumos[plot]``).
+    """
+    bad = [f for f in formats if f not in ("svg", "png")]
+    if bad:
+        raise ConfigError(f"unknown figure format(s) {bad}; use svg and/or png")
+    out = Path(out_dir)
+    written: list[Path] = []
+    for fig in build_figures(result):
+        if "svg" in formats:
+            path = out / f"{fig.name}.svg"
+            with atomic_write(path) as f:
+                f.write(to_svg(fig) + "\n")
+            written.append(path)
+        if "png" in formats:
+            path = out / f"{fig.name}.png"
+            _png(fig, path)
+            written.append(path)
+    return written

@@ -1,0 +1,275 @@
+"""A self-contained HTML report of a replay or estimate (offline: inline SVG, CSS and JS).
+
+Input is a replay result as ``lumos replay`` writes it (``replay.json``); only ``steps`` is
+required, every other section is drawn when present::
+
+    steps          [{name, measured_ns, predicted_ns, error?}, ...]              (required)
+    breakdown      {measured: {exposed_compute_ns, overlapped_ns, exposed_comm_ns, other_ns},
+                    predicted: {...}}
+    sm_util        {bin_ns, measured: [0..1, ...], predicted: [0..1, ...]}
+    critical_path  {kind: share 0..1, ...}  (or {"share": {...}})
+    top_kernels    [{name, ...numbers}, ...]      top_ops   [{name, ...}, ...]
+    what_if        [{scenario, ...}, ...]   (or {"rows": [...]})
+    perfetto       {label: path, ...}  (or [path, ...]); relative to the report
+    run            {key: value}: facts about the run shown in a table (e.g. the manifest)
+
+Step error shown is always recomputed as (predicted - measured) / measured. Columns named
+``*_ns`` are shown in ms. :func:`read_replay` checks the shape and raises one
+:class:`~lumos.errors.InputError` naming the file; :func:`render_report` takes the dict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from lumos._io import atomic_write, read_bytes
+from lumos._version import __version__
+from lumos.errors import InputError
+from lumos.report.figures import BREAKDOWN_PARTS, build_figures, to_svg
+
+__all__ = ["read_replay", "render_report", "validate_replay", "write_report"]
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _breakdown_ok(bd: Any) -> bool:
+    if not isinstance(bd, dict):
+        return False
+    sides = [bd[k] for k in ("measured", "predicted") if k in bd]
+    return all(
+        isinstance(side, dict) and all(_num(side.get(k, 0)) for k in BREAKDOWN_PARTS)
+        for side in sides
+    )
+
+
+def _sm_util_ok(sm: Any) -> bool:
+    if not isinstance(sm, dict) or not _num(sm.get("bin_ns", 1)) or float(sm.get("bin_ns", 1)) <= 0:
+        return False
+    series = [sm.get(k, []) for k in ("measured", "predicted")]
+    return all(isinstance(v, list) and all(_num(x) for x in v) for v in series)
+
+
+def validate_replay(data: Any, source: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """``data`` normalised for rendering, or :class:`InputError` naming ``source`` and the flaw."""
+    if not isinstance(data, dict):
+        raise InputError(source, "replay result must be a JSON object")
+    steps = data.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise InputError(source, "replay result needs a non-empty 'steps' list")
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict) or not all(
+            _num(s.get(k)) for k in ("measured_ns", "predicted_ns")
+        ):
+            raise InputError(source, f"steps[{i}] needs numeric measured_ns and predicted_ns")
+        if float(s["measured_ns"]) < 0 or float(s["predicted_ns"]) < 0:
+            raise InputError(source, f"steps[{i}] has a negative time")
+    out = dict(data)
+    out["steps"] = [dict(s, name=str(s.get("name", f"step {i}"))) for i, s in enumerate(steps)]
+    bd = data.get("breakdown")
+    if bd is not None and not _breakdown_ok(bd):
+        raise InputError(source, "'breakdown' must map measured/predicted to numeric *_ns parts")
+    sm = data.get("sm_util")
+    if sm is not None and not _sm_util_ok(sm):
+        raise InputError(source, "'sm_util' must hold bin_ns and numeric measured/predicted lists")
+    cp = data.get("critical_path")
+    if cp is not None:
+        if isinstance(cp, dict) and isinstance(cp.get("share"), dict):
+            cp = cp["share"]
+        if not isinstance(cp, dict) or not all(_num(v) for v in cp.values()):
+            raise InputError(source, "'critical_path' must map task kinds to numeric shares")
+        out["critical_path"] = cp
+    wi = data.get("what_if")
+    if isinstance(wi, dict):
+        out["what_if"] = wi.get("rows", [])
+    for key in ("top_kernels", "top_ops", "what_if"):
+        rows = out.get(key)
+        if rows is not None and not (
+            isinstance(rows, list) and all(isinstance(r, dict) for r in rows)
+        ):
+            raise InputError(source, f"'{key}' must be a list of objects")
+    return out
+
+
+def read_replay(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Load and validate a ``replay.json`` (plain or gzip)."""
+    raw = read_bytes(path)
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"not valid JSON: {exc}") from None
+    return validate_replay(data, path)
+
+
+def _cell(key: str, v: Any) -> str:
+    if _num(v):
+        if key.endswith("_ns"):
+            return f"{float(v) / 1e6:,.3f}"
+        if key in ("error", "share") or key.endswith(("_error", "_share", "_frac")):
+            return (
+                f"{100.0 * float(v):+.2f} %"
+                if key.endswith("error")
+                else f"{100.0 * float(v):.1f} %"
+            )
+        return f"{v:,}" if isinstance(v, int) else f"{v:,.4g}"
+    if isinstance(v, dict | list):
+        return escape(json.dumps(v, sort_keys=True))
+    return escape(str(v))
+
+
+def _header(key: str) -> str:
+    return escape(key[:-3] + " (ms)" if key.endswith("_ns") else key.replace("_", " "))
+
+
+def _table(rows: list[dict[str, Any]], cls: str = "") -> str:
+    cols: list[str] = []
+    for r in rows:
+        cols.extend(k for k in r if k not in cols)
+    head = "".join(f"<th>{_header(c)}</th>" for c in cols)
+    body = []
+    for r in rows:
+        tds = []
+        for c in cols:
+            v = r.get(c, "")
+            num = ' class="num"' if _num(v) else ""
+            tds.append(f"<td{num}>{_cell(c, v)}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return f'<table class="sortable {cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _step_rows(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for s in steps:
+        m, p = float(s["measured_ns"]), float(s["predicted_ns"])
+        rows.append(
+            {
+                "step": s["name"],
+                "measured_ns": s["measured_ns"],
+                "predicted_ns": s["predicted_ns"],
+                "error": (p - m) / m if m else 0.0,
+            }
+        )
+    return rows
+
+
+def _summary(steps: list[dict[str, Any]]) -> str:
+    rows = _step_rows(steps)
+    errs = [abs(r["error"]) for r in rows]
+    mean_m = sum(float(r["measured_ns"]) for r in rows) / len(rows) / 1e6
+    mean_p = sum(float(r["predicted_ns"]) for r in rows) / len(rows) / 1e6
+    cards = [
+        ("steps", f"{len(rows)}"),
+        ("measured step", f"{mean_m:,.2f} ms"),
+        ("predicted step", f"{mean_p:,.2f} ms"),
+        ("mean |error|", f"{100 * sum(errs) / len(errs):.2f} %"),
+        ("max |error|", f"{100 * max(errs):.2f} %"),
+    ]
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><div class="v">{v}</div><div class="k">{k}</div></div>' for k, v in cards
+    ) + "</div>"  # fmt: skip
+
+
+def _links(perfetto: Any) -> str:
+    items = perfetto.items() if isinstance(perfetto, Mapping) else ((str(p), p) for p in perfetto)
+    lis = "".join(
+        f'<li><a href="{escape(str(path))}">{escape(str(label))}</a></li>' for label, path in items
+    )
+    return (
+        f"<ul>{lis}</ul><p class=note>Open a file in "
+        '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> ("Open trace file") to see the '
+        "original and the simulated run side by side.</p>"
+    )
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#222;background:#f6f7f9}
+main{max-width:960px;margin:0 auto;padding:18px 24px 48px}
+h1{font-size:22px;margin:8px 0 2px}h2{font-size:17px;margin:28px 0 8px}
+.sub{color:#666;font-size:13px}section{background:#fff;border:1px solid #e3e5e8;border-radius:8px;padding:12px 16px;margin:14px 0}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}.card{background:#fff;border:1px solid #e3e5e8;border-radius:8px;padding:10px 14px;min-width:120px}
+.card .v{font-size:20px;font-weight:600}.card .k{color:#666;font-size:12px}
+svg.chart{max-width:100%;height:auto;display:block}
+table{border-collapse:collapse;font-size:13px;width:100%}th,td{padding:4px 8px;border-bottom:1px solid #eee;text-align:left}
+th{cursor:pointer;user-select:none;background:#fafafa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.note{color:#666;font-size:12px}
+"""
+
+# Sortable tables, and a record of script errors the Chromium test reads back from the DOM.
+_JS = """
+window.addEventListener('error',function(e){document.body.dataset.jsErrors=(document.body.dataset.jsErrors||'')+e.message+';'});
+document.addEventListener('DOMContentLoaded',function(){
+document.querySelectorAll('table.sortable th').forEach(function(th,i){th.addEventListener('click',function(){
+var tb=th.closest('table').tBodies[0],rows=Array.from(tb.rows),asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';
+var key=function(r){var t=r.cells[i]?r.cells[i].textContent:'';var n=parseFloat(t.replace(/[^0-9eE.+-]/g,''));return isNaN(n)?t:n};
+rows.sort(function(a,b){var x=key(a),y=key(b);return (x>y?1:x<y?-1:0)*(asc?1:-1)});rows.forEach(function(r){tb.appendChild(r)})})});
+document.body.dataset.charts=String(document.querySelectorAll('svg.chart').length);});
+"""
+
+
+def render_report(result: dict[str, Any], *, title: str | None = None) -> str:
+    """The whole report as one HTML string (``result`` as from :func:`validate_replay`)."""
+    data = validate_replay(result)
+    heading = title or str(data.get("title") or "lumos replay report")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width,initial-scale=1">',
+        f"<title>{escape(heading)}</title><style>{_CSS}</style><script>{_JS}</script></head>",
+        f"<body><main><h1>{escape(heading)}</h1>",
+        f'<div class="sub">generated by lumos {escape(__version__)}</div>',
+        _summary(data["steps"]),
+    ]
+    figs = {f.name: to_svg(f) for f in build_figures(data)}
+    parts.append("<section><h2>Per-step time</h2>")
+    if "step_time" in figs:
+        parts.append(figs["step_time"])
+    parts.append(_table(_step_rows(data["steps"]), "steps") + "</section>")
+    if "breakdown" in figs:
+        bd = data["breakdown"]
+        rows = [
+            {"": side, **{k: bd[side].get(k, 0) for k in BREAKDOWN_PARTS}}
+            for side in ("measured", "predicted")
+            if side in bd
+        ]
+        parts.append(
+            "<section><h2>Breakdown</h2>" + figs["breakdown"] + _table(rows) + "</section>"
+        )
+    if "sm_util" in figs:
+        parts.append("<section><h2>SM utilization</h2>" + figs["sm_util"] + "</section>")
+    if "critical_path" in figs:
+        cp_rows = [{"kind": k, "share": v} for k, v in data["critical_path"].items()]
+        parts.append(
+            "<section><h2>Critical path</h2>"
+            + figs["critical_path"]
+            + _table(cp_rows)
+            + "</section>"
+        )
+    for key, label in (("top_kernels", "Top kernels"), ("top_ops", "Top ops")):
+        if data.get(key):
+            parts.append(f"<section><h2>{label}</h2>{_table(data[key])}</section>")
+    if data.get("what_if"):
+        parts.append(f"<section><h2>What-if estimates</h2>{_table(data['what_if'])}</section>")
+    if data.get("perfetto"):
+        parts.append(f"<section><h2>Traces</h2>{_links(data['perfetto'])}</section>")
+    if isinstance(data.get("run"), dict):
+        rows = [{"key": k, "value": v} for k, v in data["run"].items()]
+        parts.append(f"<section><h2>Run</h2>{_table(rows)}</section>")
+    parts.append("</main></body></html>\n")
+    return "\n".join(parts)
+
+
+def write_report(
+    result: dict[str, Any], path: str | os.PathLike[str], *, title: str | None = None
+) -> Path:
+    """Render ``result`` and write it atomically to ``path``; returns the path."""
+    out = Path(path)
+    html = render_report(result, title=title)
+    with atomic_write(out) as f:
+        f.write(html)
+    return out

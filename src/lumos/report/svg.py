@@ -1,0 +1,231 @@
+"""Tiny, dependency-free SVG charts: lines, grouped bars, stacked horizontal bars.
+
+Each function returns one standalone ``<svg>`` element as a string (usable inline in HTML and
+as a ``.svg`` file for slides). Text is escaped; numbers are formatted deterministically, so the
+same data gives byte-identical SVG. Hovering a mark shows its value (an SVG ``<title>``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+__all__ = ["PALETTE", "bar_chart", "line_chart", "nice_ticks", "stacked_hbar"]
+
+# Colour-blind-safe (Okabe-Ito), measured first, predicted second.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
+_FONT = 'font-family="system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif"'
+_M_LEFT, _M_RIGHT, _M_TOP, _M_BOTTOM = 64, 16, 34, 46
+
+
+def _f(x: float) -> str:
+    """A coordinate with at most 2 decimals, no trailing zeros."""
+    s = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if s == "-0" else s
+
+
+def _label(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000 or abs(v) < 0.01:
+        return f"{v:.3g}"
+    return f"{v:.10g}" if v == int(v) else f"{v:.3g}"
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About ``n`` round tick values covering ``[lo, hi]`` (steps of 1, 2 or 5 x 10^k).
+
+    The first tick is at or below ``lo`` and the last at or above ``hi``:
+
+    >>> nice_ticks(0, 121.5)
+    [0.0, 50.0, 100.0, 150.0]
+    >>> nice_ticks(0, 1)
+    [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    """
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / max(1, n)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = [float(round(start, 12))]
+    while ticks[-1] < hi - step * 1e-9:
+        ticks.append(float(round(start + step * len(ticks), 12)))
+    return ticks
+
+
+def _frame(width: int, height: int, title: str, body: list[str], legend: Sequence[str]) -> str:
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{escape(title)}" {_FONT} font-size="12">'
+    )
+    parts = [head, f'<rect width="{width}" height="{height}" fill="#fff"/>']
+    parts.append(
+        f'<text x="{_M_LEFT}" y="20" font-size="14" font-weight="600">{escape(title)}</text>'
+    )
+    x = width - _M_RIGHT
+    for i, name in reversed(list(enumerate(legend))):
+        x -= 12 + 7 * len(name) + 14
+        color = PALETTE[i % len(PALETTE)]
+        parts.append(f'<rect x="{x}" y="10" width="10" height="10" fill="{color}"/>')
+        parts.append(f'<text x="{x + 14}" y="19">{escape(name)}</text>')
+    parts.extend(body)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _y_axis(ticks: list[float], y_of, x0: float, x1: float, label: str, height: int) -> list[str]:
+    out = []
+    for t in ticks:
+        y = _f(y_of(t))
+        out.append(f'<line x1="{_f(x0)}" x2="{_f(x1)}" y1="{y}" y2="{y}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{_f(x0 - 6)}" y="{y}" dy="4" text-anchor="end">{_label(t)}</text>')
+    mid = (_M_TOP + height - _M_BOTTOM) / 2
+    out.append(
+        f'<text transform="translate(14,{_f(mid)}) rotate(-90)" text-anchor="middle" '
+        f'fill="#555">{escape(label)}</text>'
+    )
+    return out
+
+
+def line_chart(
+    series: Sequence[tuple[str, Sequence[float]]],
+    *,
+    x_step: float = 1.0,
+    title: str = "",
+    x_label: str = "",
+    y_label: str = "",
+    y_max: float | None = None,
+    width: int = 720,
+    height: int = 280,
+) -> str:
+    """Lines sharing an x axis: point ``i`` of every series is at ``x = i * x_step``."""
+    n = max((len(v) for _, v in series), default=0)
+    top = max((max(v) for _, v in series if len(v)), default=1.0)
+    ticks = nice_ticks(0.0, y_max if y_max is not None else max(top, 1e-12))
+    y_hi = ticks[-1]
+    x0, x1 = _M_LEFT, width - _M_RIGHT
+    yb, yt = height - _M_BOTTOM, _M_TOP
+    span_x = max(1.0, (n - 1) * x_step)
+
+    def x_of(i: int) -> float:
+        return x0 + (x1 - x0) * (i * x_step) / span_x
+
+    def y_of(v: float) -> float:
+        return yb - (yb - yt) * (v / y_hi if y_hi else 0.0)
+
+    body = _y_axis(ticks, y_of, x0, x1, y_label, height)
+    for t in nice_ticks(0.0, span_x, 6):
+        if t > span_x + 1e-9:
+            break
+        x = _f(x0 + (x1 - x0) * t / span_x)
+        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{_label(t)}</text>')
+    body.append(
+        f'<text x="{_f((x0 + x1) / 2)}" y="{height - 8}" text-anchor="middle" '
+        f'fill="#555">{escape(x_label)}</text>'
+    )
+    for k, (name, values) in enumerate(series):
+        color = PALETTE[k % len(PALETTE)]
+        pts = " ".join(f"{_f(x_of(i))},{_f(y_of(v))}" for i, v in enumerate(values))
+        body.append(
+            f'<polyline class="series" fill="none" stroke="{color}" stroke-width="1.8" '
+            f'points="{pts}"><title>{escape(name)}</title></polyline>'
+        )
+    return _frame(width, height, title, body, [name for name, _ in series])
+
+
+def bar_chart(
+    categories: Sequence[str],
+    groups: Sequence[tuple[str, Sequence[float]]],
+    *,
+    title: str = "",
+    y_label: str = "",
+    width: int = 720,
+    height: int = 280,
+    fmt: str = "{:.3g}",
+) -> str:
+    """Grouped vertical bars: one cluster per category, one bar per group in each cluster."""
+    top = max((max(v) for _, v in groups if len(v)), default=1.0)
+    ticks = nice_ticks(0.0, max(top, 1e-12))
+    y_hi = ticks[-1]
+    x0, x1 = _M_LEFT, width - _M_RIGHT
+    yb, yt = height - _M_BOTTOM, _M_TOP
+
+    def y_of(v: float) -> float:
+        return yb - (yb - yt) * (v / y_hi if y_hi else 0.0)
+
+    body = _y_axis(ticks, y_of, x0, x1, y_label, height)
+    slot = (x1 - x0) / max(1, len(categories))
+    bar_w = slot * 0.8 / max(1, len(groups))
+    for c, cat in enumerate(categories):
+        cx = x0 + slot * c
+        body.append(
+            f'<text x="{_f(cx + slot / 2)}" y="{yb + 16}" text-anchor="middle">'
+            f"{escape(_clip(cat, max(4, int(slot / 7))))}<title>{escape(cat)}</title></text>"
+        )
+        for g, (name, values) in enumerate(groups):
+            v = values[c] if c < len(values) else 0.0
+            x = cx + slot * 0.1 + bar_w * g
+            y = y_of(max(0.0, v))
+            body.append(
+                f'<rect class="bar" x="{_f(x)}" y="{_f(y)}" width="{_f(bar_w * 0.92)}" '
+                f'height="{_f(yb - y)}" fill="{PALETTE[g % len(PALETTE)]}">'
+                f"<title>{escape(name)} · {escape(cat)}: {escape(fmt.format(v))}</title></rect>"
+            )
+    return _frame(width, height, title, body, [name for name, _ in groups])
+
+
+def stacked_hbar(
+    rows: Sequence[tuple[str, Sequence[float]]],
+    parts: Sequence[str],
+    *,
+    title: str = "",
+    x_label: str = "",
+    width: int = 720,
+    row_height: int = 34,
+    fmt: str = "{:.3g}",
+) -> str:
+    """One horizontal bar per row, split into ``parts`` (same order in every row)."""
+    height = _M_TOP + 10 + row_height * len(rows) + _M_BOTTOM
+    left = 110
+    total = max((sum(v) for _, v in rows), default=1.0)
+    ticks = nice_ticks(0.0, max(total, 1e-12))
+    x_hi = ticks[-1]
+    x0, x1 = left, width - _M_RIGHT
+    yb = height - _M_BOTTOM
+
+    def x_of(v: float) -> float:
+        return x0 + (x1 - x0) * (v / x_hi if x_hi else 0.0)
+
+    body = []
+    for t in ticks:
+        x = _f(x_of(t))
+        body.append(f'<line x1="{x}" x2="{x}" y1="{_M_TOP}" y2="{yb}" stroke="#e5e5e5"/>')
+        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{_label(t)}</text>')
+    body.append(
+        f'<text x="{_f((x0 + x1) / 2)}" y="{height - 8}" text-anchor="middle" '
+        f'fill="#555">{escape(x_label)}</text>'
+    )
+    for r, (name, values) in enumerate(rows):
+        y = _M_TOP + 10 + row_height * r
+        body.append(
+            f'<text x="{left - 8}" y="{_f(y + row_height * 0.45)}" dy="4" '
+            f'text-anchor="end">{escape(_clip(name, 14))}<title>{escape(name)}</title></text>'
+        )
+        acc = 0.0
+        for p, v in enumerate(values):
+            xa, xb = x_of(acc), x_of(acc + max(0.0, v))
+            acc += max(0.0, v)
+            body.append(
+                f'<rect class="bar" x="{_f(xa)}" y="{y}" width="{_f(xb - xa)}" '
+                f'height="{_f(row_height * 0.9)}" fill="{PALETTE[p % len(PALETTE)]}">'
+                f"<title>{escape(name)} · {escape(parts[p])}: {escape(fmt.format(v))}"
+                f"</title></rect>"
+            )
+    return _frame(width, height, title, body, list(parts))
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: max(1, n - 1)] + "…"
