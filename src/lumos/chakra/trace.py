@@ -49,6 +49,7 @@ from lumos.chakra.attrs import (
     varint_bytes,
 )
 from lumos.chakra.schema import ATTR_KIND_NAMES, INTEGER_KINDS, NodeType
+from lumos.errors import ChakraFormatError
 
 __all__ = [
     "MISSING",
@@ -227,14 +228,26 @@ class ChakraTrace:
 
     def _attr(self, k: int) -> Attr:
         o, n = int(self.attr_off[k]), int(self.attr_len[k])
-        return decode_attr(self.blob[o : o + n].tobytes())
+        try:
+            return decode_attr(self.blob[o : o + n].tobytes())
+        except WireError as exc:
+            row = int(np.searchsorted(self.attr_ptr, k, side="right") - 1)
+            raise self._error(row, f"attribute does not decode: {exc}") from None
 
     def _io(self, off: np.ndarray, ln: np.ndarray, idx: int) -> IOInfo | None:
         n = int(ln[idx])
         if n < 0:
             return None
         o = int(off[idx])
-        return decode_io_info(self.blob[o : o + n].tobytes())
+        try:
+            return decode_io_info(self.blob[o : o + n].tobytes())
+        except WireError as exc:
+            raise self._error(idx, f"inputs/outputs do not decode: {exc}") from None
+
+    def _error(self, idx: int, problem: str) -> ChakraFormatError:
+        return ChakraFormatError(
+            self.path, f"node id {int(self.node_id[idx])} (row {idx}): {problem}"
+        )
 
     def node(self, idx: int) -> ChakraNode:
         """Node row ``idx`` as a :class:`ChakraNode`."""
