@@ -1,0 +1,21 @@
+"""Link stage: ET host ops <-> Kineto events, runtime calls <-> GPU activities.
+
+``link(host, kineto) -> LinkedTrace`` (see :mod:`lumos.link.et_kineto`), its per-rank
+:class:`LinkReport`, and the Kineto-only :func:`attach_host_device`.
+"""
+
+from lumos.link.et_kineto import METHOD_NAMES, LinkedTrace, link
+from lumos.link.host_device import LAUNCH_APIS, HostDevice, attach_host_device
+from lumos.link.report import LinkReport, ThreadPair, format_reports
+
+__all__ = [
+    "LAUNCH_APIS",
+    "METHOD_NAMES",
+    "HostDevice",
+    "LinkReport",
+    "LinkedTrace",
+    "ThreadPair",
+    "attach_host_device",
+    "format_reports",
+    "link",
+]
