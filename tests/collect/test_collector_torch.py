@@ -49,9 +49,7 @@ def test_one_rank_kineto_and_et_of_the_same_steps(tmp_path):
         if e.get("cat") == "cpu_op" and "Record function id" in e.get("args", {})
     }
     et = json.loads(m.ranks[0].et.read_text())
-    et_rf = {
-        a["value"] for n in et["nodes"] for a in n.get("attrs", []) if a["name"] == "rf_id"
-    }
+    et_rf = {a["value"] for n in et["nodes"] for a in n.get("attrs", []) if a["name"] == "rf_id"}
     assert kineto_rf and kineto_rf <= et_rf
     et_steps = sorted(n["name"] for n in et["nodes"] if n["name"].startswith("ProfilerStep#"))
     assert et_steps == steps

@@ -41,7 +41,9 @@ def test_failing_command_keeps_its_exit_code(tmp_path, monkeypatch):
     res = run_collect(CollectConfig(run_dir=tmp_path), [sys.executable, "-c", FAKE_JOB])
     assert res.exit_code == 3
     assert json.loads(res.manifest.read_text())["exit_code"] == 3
-    res = run_collect(CollectConfig(run_dir=tmp_path), [sys.executable, "-c", "raise SystemExit(4)"])
+    res = run_collect(
+        CollectConfig(run_dir=tmp_path), [sys.executable, "-c", "raise SystemExit(4)"]
+    )
     assert res.exit_code == 4 and res.manifest is None
 
 

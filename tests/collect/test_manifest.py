@@ -68,10 +68,10 @@ def test_no_records_is_no_traces_error(tmp_path):
 
 
 def test_read_manifest_errors_name_the_file(tmp_path):
-    with pytest.raises(InputError, match="run.json: no such file"):
+    with pytest.raises(InputError, match=r"run\.json: no such file"):
         read_manifest(tmp_path)
     (tmp_path / "run.json").write_text("{not json")
-    with pytest.raises(InputError, match="run.json: not valid JSON"):
+    with pytest.raises(InputError, match=r"run\.json: not valid JSON"):
         read_manifest(tmp_path)
     (tmp_path / "run.json").write_text('{"format": "other"}')
     with pytest.raises(InputError, match="not a lumos run manifest"):
@@ -79,5 +79,7 @@ def test_read_manifest_errors_name_the_file(tmp_path):
     _fake_rank(tmp_path, 0, world_size=1)
     write_manifest(tmp_path)
     (tmp_path / kineto_name(0)).unlink()
-    with pytest.raises(InputError, match="rank 0's Kineto trace rank0.kineto.json.gz is missing"):
+    with pytest.raises(
+        InputError, match=r"rank 0's Kineto trace rank0\.kineto\.json\.gz is missing"
+    ):
         read_manifest(tmp_path)

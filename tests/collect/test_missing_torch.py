@@ -36,9 +36,9 @@ def test_cli_verbs_fail_in_one_line(no_torch, tmp_path, capsys, argv):
 
 
 def test_enabled_collector_raises_missing_dependency(no_torch, tmp_path):
+    col = Collector(CollectConfig(run_dir=tmp_path))
     with pytest.raises(MissingDependencyError, match=r"pip install 'lumos\[torch\]'"):
-        with Collector(CollectConfig(run_dir=tmp_path)):
-            pass
+        col.__enter__()
 
 
 def test_disabled_collector_is_a_no_op_without_torch(no_torch, monkeypatch):

@@ -17,7 +17,9 @@ from lumos.collect import CollectConfig, RunManifest, read_manifest, run_collect
 pytest.importorskip("torch")
 
 
-def run_bundled_workload(run_dir: Path, mode: str, *, steps: int = 2, et: bool = True) -> RunManifest:
+def run_bundled_workload(
+    run_dir: Path, mode: str, *, steps: int = 2, et: bool = True
+) -> RunManifest:
     """Collect ``steps`` active iterations of the bundled GPT on 2 gloo ranks into ``run_dir``."""
     cfg = CollectConfig(run_dir=run_dir, steps=steps, warmup=1, wait=1, execution_trace=et)
     cmd = torchrun_command("lumos.examples.gpt", ["--mode", mode], nproc=2)

@@ -1,0 +1,130 @@
+"""The HTML report of a replay result: content, determinism, offline, and input errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from lumos.cli.main import main
+from lumos.errors import InputError, MissingDependencyError
+from lumos.report.figures import build_figures, write_figures
+from lumos.report.html import read_replay, render_report, validate_replay, write_report
+
+FIXTURE = Path(__file__).parent / "data" / "replay.json"
+
+
+@pytest.fixture
+def replay() -> dict:
+    return read_replay(FIXTURE)
+
+
+def test_report_has_every_section(replay):
+    html = render_report(replay)
+    assert html.startswith("<!DOCTYPE html>")
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart"') == 4
+    for heading in ("Per-step time", "Breakdown", "SM utilization", "Critical path",
+                    "Top kernels", "Top ops", "What-if estimates", "Traces", "Run"):  # fmt: skip
+        assert f"<h2>{heading}</h2>" in html
+    assert 'href="replay.perfetto.json"' in html and "ncclDevKernel_AllReduce" in html
+    # error is recomputed from the times: (40.65 - 41.2) / 41.2
+    assert "-1.33 %" in html and "41.200" in html
+
+
+def test_report_is_offline_and_deterministic(replay):
+    html = render_report(replay)
+    assert html == render_report(read_replay(FIXTURE))
+    external = re.findall(r'(?:src|href)="(https?:[^"]*)"', html)
+    assert external == ["https://ui.perfetto.dev"]  # a link for the reader, never a resource
+    assert "<link" not in html and "<script src" not in html
+
+
+def test_minimal_result_renders(tmp_path):
+    data = {"steps": [{"name": "s", "measured_ns": 10, "predicted_ns": 11}]}
+    out = write_report(data, tmp_path / "r.html", title="Mini")
+    html = out.read_text()
+    assert "<title>Mini</title>" in html and html.count('class="chart"') == 1
+    assert "+10.00 %" in html
+
+
+def test_gzip_input_and_critical_path_share_form(tmp_path, replay):
+    data = dict(json.loads(FIXTURE.read_text()))
+    data["critical_path"] = {"share": data["critical_path"]}
+    data["what_if"] = {"rows": data["what_if"]}
+    p = tmp_path / "replay.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(data).encode()))
+    loaded = read_replay(p)
+    assert loaded["critical_path"] == replay["critical_path"]
+    assert loaded["what_if"] == replay["what_if"]
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ([], "must be a JSON object"),
+        ({}, "non-empty 'steps'"),
+        ({"steps": [{"name": "s", "measured_ns": "1", "predicted_ns": 1}]}, r"steps\[0\] needs"),
+        ({"steps": [{"measured_ns": -1, "predicted_ns": 1}]}, "negative"),
+        (
+            {"steps": [{"measured_ns": 1, "predicted_ns": 1}], "breakdown": {"measured": 3}},
+            "breakdown",
+        ),
+        ({"steps": [{"measured_ns": 1, "predicted_ns": 1}], "sm_util": {"bin_ns": 0}}, "sm_util"),
+        (
+            {"steps": [{"measured_ns": 1, "predicted_ns": 1}], "critical_path": {"a": "x"}},
+            "critical_path",
+        ),
+        ({"steps": [{"measured_ns": 1, "predicted_ns": 1}], "top_kernels": [1]}, "top_kernels"),
+    ],
+)
+def test_bad_results_name_the_file(tmp_path, data, needle):
+    p = tmp_path / "replay.json"
+    p.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=needle) as exc:
+        read_replay(p)
+    assert str(exc.value).startswith(str(p))
+
+
+def test_not_json_and_missing_file(tmp_path):
+    p = tmp_path / "replay.json"
+    p.write_text("{oops")
+    with pytest.raises(InputError, match="not valid JSON"):
+        read_replay(p)
+    with pytest.raises(InputError, match="no such file"):
+        read_replay(tmp_path / "nope.json")
+
+
+def test_figures_svg_files(tmp_path, replay):
+    paths = write_figures(replay, tmp_path)
+    assert [p.name for p in paths] == [
+        "step_time.svg", "breakdown.svg", "sm_util.svg", "critical_path.svg",
+    ]  # fmt: skip
+    assert all(p.read_text().startswith("<svg") for p in paths)
+    assert [f.name for f in build_figures(validate_replay({"steps": replay["steps"]}))] == [
+        "step_time"
+    ]
+
+
+def test_png_figures_need_the_plot_extra(tmp_path, replay, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(MissingDependencyError, match=r"lumos\[plot\]"):
+        write_figures(replay, tmp_path, ("png",))
+
+
+def test_png_figures_with_matplotlib(tmp_path, replay):
+    pytest.importorskip("matplotlib")
+    paths = write_figures(replay, tmp_path, ("png",))
+    assert len(paths) == 4 and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+
+
+def test_cli_report(tmp_path, capsys):
+    src = tmp_path / "replay.json"
+    src.write_text(FIXTURE.read_text())
+    assert main(["report", str(tmp_path), "--figures", str(tmp_path / "fig")]) == 0
+    assert (tmp_path / "report.html").is_file() and (tmp_path / "fig" / "sm_util.svg").is_file()
+    assert main(["report", str(tmp_path / "missing.json")]) == 1
+    assert "missing.json: no such file" in capsys.readouterr().err

@@ -1,0 +1,75 @@
+"""SVG chart primitives: well-formed, deterministic, axis ticks that cover the data."""
+
+from __future__ import annotations
+
+import itertools
+import xml.etree.ElementTree as ET
+
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from lumos.report.svg import bar_chart, line_chart, nice_ticks, stacked_hbar
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+@given(
+    lo=st.floats(-1e9, 1e9, allow_nan=False),
+    span=st.floats(1e-6, 1e9, allow_nan=False),
+    n=st.integers(2, 10),
+)
+def test_ticks_cover_the_range_in_even_steps(lo, span, n):
+    assume(span > 1e-6 * abs(lo))  # a chart's range, not float noise around a large offset
+    hi = lo + span
+    ticks = nice_ticks(lo, hi, n)
+    assert ticks[0] <= lo + 1e-9 * max(1.0, abs(lo)) and ticks[-1] >= hi - 1e-9 * max(1.0, abs(hi))
+    assert 2 <= len(ticks) <= 3 * n + 2
+    steps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert all(s > 0 for s in steps)
+    scale = max(abs(ticks[0]), abs(ticks[-1]))
+    assert max(steps) - min(steps) <= 1e-6 * max(steps) + 1e-12 * scale
+
+
+def test_degenerate_ranges_still_give_ticks():
+    assert nice_ticks(0, 0) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert nice_ticks(5, 5)[0] <= 5 <= nice_ticks(5, 5)[-1]
+
+
+def _parse(svg: str) -> ET.Element:
+    root = ET.fromstring(svg)
+    assert root.tag == NS + "svg"
+    return root
+
+
+def test_bar_chart_marks_and_escaping():
+    svg = bar_chart(["a<b", "c&d"], [("measured", [1.0, 2.0]), ("predicted", [1.5, 0.0])],
+                    title="t <x>")  # fmt: skip
+    root = _parse(svg)
+    bars = [r for r in root.iter(NS + "rect") if r.get("class") == "bar"]
+    assert len(bars) == 4
+    heights = [float(b.get("height")) for b in bars]
+    assert heights[3] == 0 and heights[2] > heights[1] > heights[0] > 0  # 2 > 1.5 > 1 > 0
+    titles = [t.text for t in root.iter(NS + "title")]
+    assert "measured · a<b: 1" in titles
+    assert svg == bar_chart(["a<b", "c&d"], [("measured", [1.0, 2.0]), ("predicted", [1.5, 0.0])],
+                            title="t <x>")  # fmt: skip
+
+
+def test_line_chart_one_polyline_per_series():
+    root = _parse(line_chart([("m", [0.1, 0.5, 0.9]), ("p", [0.2, 0.4])], y_max=1.0, x_step=0.5))
+    lines = [p for p in root.iter(NS + "polyline")]
+    assert [len(p.get("points").split()) for p in lines] == [3, 2]
+
+
+def test_stacked_hbar_parts_add_up():
+    root = _parse(stacked_hbar([("m", [3.0, 1.0]), ("p", [2.0, 2.0])], ["a", "b"]))
+    bars = [r for r in root.iter(NS + "rect") if r.get("class") == "bar"]
+    widths = [float(b.get("width")) for b in bars]
+    assert abs((widths[0] + widths[1]) - (widths[2] + widths[3])) < 0.05
+    assert widths[0] > widths[1]
+
+
+def test_empty_inputs_do_not_crash():
+    _parse(line_chart([]))
+    _parse(bar_chart([], []))
+    _parse(stacked_hbar([], []))
