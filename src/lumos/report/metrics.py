@@ -1,0 +1,282 @@
+"""Metrics of a run (recorded or simulated): pure functions on interval arrays.
+
+* :func:`breakdown`: four-way split of a window into exposed compute, overlapped, exposed
+  communication and other (idle / CPU-bound) time, by interval algebra over the union of
+  compute intervals (non-communication GPU tasks) and of communication intervals (COMM tasks).
+* :func:`sm_utilization`: per bin (1 ms by default), the share of the bin during which at least
+  one stream of a device is busy.
+* :func:`critical_path`: walk back from the last-ending task of a simulated run along whatever
+  determined each start, and share the path by task kind (plus delays).
+
+Graph-aware helpers (:func:`gpu_intervals`, :func:`graph_breakdown`, :func:`graph_sm_utilization`)
+pick the right tasks from an :class:`~lumos.graph.model.ExecGraph`; they take start/end arrays,
+so the same call measures the trace (``ts_ns``, ``ts_ns + dur_ns``) and a replay
+(``SimResult.starts(gi)``, ``SimResult.ends(gi)``).
+
+>>> import numpy as np
+>>> b = breakdown(np.array([0, 5]), np.array([10, 15]), np.array([False, True]), 0, 20)
+>>> (b.exposed_compute_ns, b.overlapped_ns, b.exposed_comm_ns, b.other_ns)
+(5, 5, 5, 5)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+from lumos.graph.model import ExecGraph, ProcessorKind, TaskKind
+from lumos.sim import _kernel
+from lumos.sim.result import SimResult
+
+__all__ = [
+    "Breakdown",
+    "CriticalPath",
+    "breakdown",
+    "critical_path",
+    "gpu_intervals",
+    "graph_breakdown",
+    "graph_sm_utilization",
+    "interval_union",
+    "sm_utilization",
+    "union_length",
+]
+
+_GPU = np.array([TaskKind.KERNEL, TaskKind.MEMCPY, TaskKind.MEMSET, TaskKind.COMM], np.int8)
+
+
+def interval_union(
+    start: NDArray[Any], end: NDArray[Any]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Merge ``[start, end)`` intervals into sorted, disjoint ones (empty intervals dropped).
+
+    >>> s, e = interval_union(np.array([5, 0, 12]), np.array([10, 7, 12]))
+    >>> s.tolist(), e.tolist()
+    ([0], [10])
+    """
+    s = np.asarray(start, dtype=np.int64)
+    e = np.asarray(end, dtype=np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if not len(s):
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]
+    starts = s[new]
+    idx = np.flatnonzero(new)
+    ends = reach[np.r_[idx[1:] - 1, len(s) - 1]]
+    return starts, ends
+
+
+def union_length(start: NDArray[Any], end: NDArray[Any]) -> int:
+    """Total length covered by the union of the intervals."""
+    s, e = interval_union(start, end)
+    return int((e - s).sum())
+
+
+def _clip(
+    start: NDArray[Any], end: NDArray[Any], t0: int, t1: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    return (
+        np.clip(np.asarray(start, dtype=np.int64), t0, t1),
+        np.clip(np.asarray(end, dtype=np.int64), t0, t1),
+    )
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Four parts of a window; they sum to ``window_ns``."""
+
+    window_ns: int
+    exposed_compute_ns: int
+    overlapped_ns: int
+    exposed_comm_ns: int
+    other_ns: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "exposed_compute_ns": self.exposed_compute_ns,
+            "overlapped_ns": self.overlapped_ns,
+            "exposed_comm_ns": self.exposed_comm_ns,
+            "other_ns": self.other_ns,
+        }
+
+
+def breakdown(
+    start_ns: NDArray[Any], end_ns: NDArray[Any], is_comm: NDArray[np.bool_], t0: int, t1: int
+) -> Breakdown:
+    """Split ``[t0, t1)`` by the GPU intervals ``[start_ns, end_ns)``.
+
+    compute = union of intervals with ``is_comm`` False, comm = union of those with True;
+    overlapped = |compute ∩ comm|, exposed compute = |compute \\ comm|, exposed comm =
+    |comm \\ compute|, other = window - |compute ∪ comm|.
+    """
+    t0, t1 = int(t0), int(t1)
+    window = max(t1 - t0, 0)
+    s, e = _clip(start_ns, end_ns, t0, t1)
+    m = np.asarray(is_comm, dtype=bool)
+    compute = union_length(s[~m], e[~m])
+    comm = union_length(s[m], e[m])
+    both = union_length(s, e)
+    overlapped = compute + comm - both
+    return Breakdown(
+        window_ns=window,
+        exposed_compute_ns=compute - overlapped,
+        overlapped_ns=overlapped,
+        exposed_comm_ns=comm - overlapped,
+        other_ns=window - both,
+    )
+
+
+def sm_utilization(
+    start_ns: NDArray[Any], end_ns: NDArray[Any], t0: int, t1: int, bin_ns: int = 1_000_000
+) -> NDArray[np.float64]:
+    """Per bin of ``[t0, t1)`` (the last one may be shorter), the share of the bin covered by
+    at least one interval. Pass the intervals of one device's streams."""
+    if bin_ns <= 0:
+        raise ValueError("bin_ns must be positive")
+    t0, t1 = int(t0), int(t1)
+    if t1 <= t0:
+        return np.zeros(0, dtype=np.float64)
+    s, e = interval_union(*_clip(start_ns, end_ns, t0, t1))
+    edges = np.r_[np.arange(t0, t1, bin_ns, dtype=np.int64), t1]
+    cum = np.r_[0, np.cumsum(e - s)]
+
+    def covered(x: NDArray[np.int64]) -> NDArray[np.int64]:
+        k = np.searchsorted(s, x, side="right") - 1
+        kk = np.maximum(k, 0)
+        inside = np.minimum(x, e[kk]) - s[kk] if len(s) else np.zeros_like(x)
+        return np.where(k >= 0, cum[kk] + inside, 0)
+
+    busy = np.diff(covered(edges))
+    return busy / np.diff(edges)
+
+
+def gpu_intervals(
+    graph: ExecGraph,
+    start_ns: NDArray[Any],
+    end_ns: NDArray[Any],
+    device: int | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+    """``(start, end, is_comm)`` of the GPU tasks of ``graph`` (optionally of one device)."""
+    t = graph.tasks
+    sel = np.isin(t.kind, _GPU)
+    if device is not None:
+        sel &= graph.processors.device[t.processor_idx] == device
+    s = np.asarray(start_ns, dtype=np.int64)[sel]
+    e = np.asarray(end_ns, dtype=np.int64)[sel]
+    return s, e, t.kind[sel] == TaskKind.COMM
+
+
+def graph_breakdown(
+    graph: ExecGraph,
+    start_ns: NDArray[Any],
+    end_ns: NDArray[Any],
+    t0: int,
+    t1: int,
+    device: int | None = None,
+) -> Breakdown:
+    """:func:`breakdown` of the GPU tasks of ``graph`` with the given per-task times."""
+    s, e, comm = gpu_intervals(graph, start_ns, end_ns, device)
+    return breakdown(s, e, comm, t0, t1)
+
+
+def graph_sm_utilization(
+    graph: ExecGraph,
+    start_ns: NDArray[Any],
+    end_ns: NDArray[Any],
+    t0: int,
+    t1: int,
+    device: int | None = None,
+    bin_ns: int = 1_000_000,
+) -> NDArray[np.float64]:
+    """:func:`sm_utilization` of the GPU tasks of ``graph`` (one device, or the first device
+    that has a stream when ``device`` is None)."""
+    if device is None:
+        p = graph.processors
+        streams = np.flatnonzero(p.kind == ProcessorKind.STREAM)
+        device = int(p.device[streams].min()) if len(streams) else -1
+    s, e, _ = gpu_intervals(graph, start_ns, end_ns, device)
+    return sm_utilization(s, e, t0, t1, bin_ns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Critical path
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The chain of tasks that determined the makespan, latest first.
+
+    ``tasks`` are global task indices of the result (graph ``graph_of[i]``, local index
+    ``tasks[i] - result.task_offsets[graph_of[i]]``); ``share`` maps each task kind's lower-case
+    name, and ``"delay"`` (edge delays and waiting), to its share of ``length_ns``.
+    """
+
+    tasks: NDArray[np.int64]
+    graph_of: NDArray[np.int64]
+    length_ns: int
+    kind_ns: dict[str, int]
+
+    @property
+    def share(self) -> dict[str, float]:
+        total = self.length_ns or 1
+        return {k: v / total for k, v in self.kind_ns.items()}
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(start, end, cause_kind, cause_ref, edge_src, last):  # pragma: no cover - compiled
+    path = np.empty(len(start), dtype=np.int64)
+    gap = np.zeros(len(start), dtype=np.int64)
+    k = 0
+    t = last
+    while t >= 0:
+        path[k] = t
+        kind = cause_kind[t]
+        if kind == _kernel.CAUSE_COLLECTIVE:
+            # same start as the last arrival: continue from *its* cause
+            t2 = cause_ref[t]
+            kind = cause_kind[t2]
+            ref = cause_ref[t2]
+        else:
+            ref = cause_ref[t]
+        if kind == _kernel.CAUSE_NONE:
+            gap[k] = start[t]
+            k += 1
+            break
+        p = edge_src[ref] if kind == _kernel.CAUSE_EDGE else ref
+        gap[k] = start[t] - end[p]
+        k += 1
+        t = p
+    return path[:k], gap[:k]
+
+
+def critical_path(result: SimResult) -> CriticalPath:
+    """Critical path of a simulated run (see :class:`CriticalPath`); its parts sum to the
+    makespan."""
+    n = len(result.start_ns)
+    names = [k.name.lower() for k in TaskKind]
+    kind_ns = dict.fromkeys([*names, "delay"], 0)
+    if n == 0:
+        return CriticalPath(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, kind_ns)
+    graphs = result.graphs
+    edge_src = np.concatenate(
+        [g.edges.src.astype(np.int64) + result.task_offsets[i] for i, g in enumerate(graphs)]
+    )
+    kinds = np.concatenate([g.tasks.kind for g in graphs])
+    last = int(np.argmax(result.end_ns))
+    path, gap = _walk(
+        result.start_ns, result.end_ns, result.cause_kind, result.cause_ref, edge_src, last
+    )
+    dur = result.end_ns[path] - result.start_ns[path]
+    per_kind = np.bincount(kinds[path], weights=dur, minlength=len(names))
+    for i, name in enumerate(names):
+        kind_ns[name] = int(per_kind[i])
+    kind_ns["delay"] = int(gap.sum())
+    graph_of = np.searchsorted(result.task_offsets, path, side="right") - 1
+    return CriticalPath(path, graph_of.astype(np.int64), result.makespan_ns, kind_ns)
