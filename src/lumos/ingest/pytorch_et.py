@@ -43,7 +43,7 @@ from lumos.errors import TraceFormatError
 from lumos.ingest.et_comm import COMM_ATTR_NAMES, CommTable, build_comm_table
 from lumos.ingest.et_schema import RawET, RawIO
 
-__all__ = ["HostTrace", "IOInfo", "read_pytorch_et"]
+__all__ = ["HostTrace", "IOInfo", "read_pytorch_et", "summarize_et"]
 
 # Slots of io_spans: the three undecoded pieces of each direction. The newer object form keeps
 # everything in the VALUES slot; the 1.0.1 form splits values, shapes and types.
@@ -156,6 +156,13 @@ def read_pytorch_et(path: str | os.PathLike[str], member: str | None = None) -> 
         member, raw = _single_json_member(where, raw)
         where = f"{where}::{member}"
     return _parse(where, raw)
+
+
+def summarize_et(trace: HostTrace, top: int = 10) -> dict[str, Any]:
+    """The ``lumos info`` summary of an ET; see :func:`lumos.ingest.et_summary.summarize_et`."""
+    from lumos.ingest.et_summary import summarize_et as _summarize  # it imports this module
+
+    return _summarize(trace, top)
 
 
 def _is_tar(raw: bytes) -> bool:
