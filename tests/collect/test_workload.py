@@ -33,9 +33,15 @@ def _events(path: Path) -> list[dict]:
     return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
 
 
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory) -> RunManifest:
+    """One DDP run with ET, shared by the tests below (each torchrun costs seconds)."""
+    return run_bundled_workload(tmp_path_factory.mktemp("ddp") / "run", "ddp")
+
+
 @pytest.mark.slow
-def test_ddp_two_gloo_ranks_with_et(tmp_path):
-    m = run_bundled_workload(tmp_path / "run", "ddp")
+def test_ddp_two_gloo_ranks_with_et(ddp_run):
+    m = ddp_run
     assert m.complete and m.world_size == 2
     d = m.data
     assert (d["backend"], d["device"], d["parallel"]) == ("gloo", "cpu", {"dp": 2})
@@ -48,6 +54,24 @@ def test_ddp_two_gloo_ranks_with_et(tmp_path):
         assert any(e.get("name") == "c10d::allreduce_" for e in ev)
         assert json.loads(r.et.read_text())["nodes"]
     assert not list(m.run_dir.glob(".*partial"))
+
+
+@pytest.mark.slow
+def test_ddp_et_links_to_kineto_by_id(ddp_run):
+    """Acceptance (issue 6): every rank's ET joins its Kineto trace by rf_id, op for op."""
+    link_mod = pytest.importorskip("lumos.link")
+    from lumos.ingest.kineto import read_kineto
+    from lumos.ingest.pytorch_et import read_pytorch_et
+
+    for r in ddp_run.ranks:
+        assert r.et is not None
+        rep = link_mod.link(read_pytorch_et(r.et), read_kineto(r.kineto)).report
+        assert rep.id_join == "rf_id"
+        assert rep.method_counts["sequence"] == 0
+        # "## process_group:init ##" is ET metadata the observer writes, not an op Kineto records.
+        unlinked_ops = [name for _, name in rep.unmatched_et if not name.startswith("## ")]
+        assert unlinked_ops == []
+        assert rep.num_linked >= rep.num_et_ops - len(rep.unmatched_et) and rep.num_linked > 1000
 
 
 @pytest.mark.slow
