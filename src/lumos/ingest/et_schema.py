@@ -28,7 +28,7 @@ __all__ = ["RawAttr", "RawET", "RawIO", "RawNode"]
 _ABSENT = msgspec.Raw()
 
 
-class RawAttr(msgspec.Struct, frozen=True):
+class RawAttr(msgspec.Struct, frozen=True, gc=False):
     """One entry of a newer node's ``attrs`` list."""
 
     name: str
@@ -36,7 +36,7 @@ class RawAttr(msgspec.Struct, frozen=True):
     value: Any = None
 
 
-class RawNode(msgspec.Struct, frozen=True):
+class RawNode(msgspec.Struct, frozen=True, gc=False):
     """One ET node with every field optional except ``id`` (validated by the reader)."""
 
     id: int
