@@ -78,3 +78,18 @@ def test_torchrun_command_shape():
     assert 0 < port < 65536
     with pytest.raises(ConfigError):
         torchrun_command("m", nproc=0)
+
+
+def test_cli_collect_runs_the_command_after_double_dash(tmp_path, capsys):
+    pytest.importorskip("torch")  # the verb refuses to run without torch installed
+    from lumos.cli.main import main
+
+    run = tmp_path / "run"
+    argv = ["collect", "-o", str(run), "--steps", "3", "--et", "--", sys.executable, "-c", FAKE_JOB]
+    assert main(argv) == 0
+    assert "run.json" in capsys.readouterr().out
+    data = json.loads((run / "run.json").read_text())
+    assert data["command"] == [sys.executable, "-c", FAKE_JOB]
+    assert data["schedule"] == {"steps": 3, "et": True}
+    assert main(["collect", "-o", str(run)]) == 1
+    assert "no command to run" in capsys.readouterr().err
