@@ -1,0 +1,137 @@
+"""Dependencies of a :class:`ChakraTrace` as row indices: dangling ids, cycles, critical path.
+
+Chakra nodes name their predecessors by id (``data_deps`` and ``ctrl_deps``, both enforced by
+ASTRA-sim's feeder). :func:`resolve_deps` turns them into row indices once, marking ids that
+name no node; the other functions work on the resulting :class:`DepGraph` (CSR, numpy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from lumos.chakra.trace import ChakraTrace
+
+__all__ = ["DepGraph", "critical_path", "resolve_deps", "topological_order"]
+
+
+@dataclass(frozen=True)
+class DepGraph:
+    """Predecessor rows per node (data deps then ctrl deps, duplicates kept).
+
+    ``pred_ptr``/``pred_idx``: CSR over node rows. ``dangling_*``: ``(node row, missing id)``
+    pairs for deps that name no node. ``duplicate_ids``: ids held by more than one node (deps
+    on them resolve to the first such row).
+    """
+
+    pred_ptr: np.ndarray
+    pred_idx: np.ndarray
+    dangling_data: np.ndarray
+    dangling_ctrl: np.ndarray
+    duplicate_ids: np.ndarray
+
+    @property
+    def num_edges(self) -> int:
+        """Resolved dependency edges."""
+        return int(self.pred_idx.shape[0])
+
+
+def _resolve(trace: ChakraTrace, ptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, ...]:
+    owner = np.repeat(np.arange(trace.num_nodes, dtype=np.int64), np.diff(ptr))
+    rows = trace.index_of(ids)
+    ok = rows >= 0
+    dangling = np.stack([owner[~ok], ids[~ok].astype(np.int64)], axis=1)
+    return owner[ok], rows[ok], dangling
+
+
+def resolve_deps(trace: ChakraTrace) -> DepGraph:
+    """Resolve every dep id of ``trace`` to a row (self-dependencies are kept: they are cycles)."""
+    d_own, d_rows, d_dang = _resolve(trace, trace.data_ptr, trace.data_deps)
+    c_own, c_rows, c_dang = _resolve(trace, trace.ctrl_ptr, trace.ctrl_deps)
+    owner = np.concatenate([d_own, c_own])
+    preds = np.concatenate([d_rows, c_rows])
+    order = np.argsort(owner, kind="stable")
+    ptr = np.zeros(trace.num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=trace.num_nodes), out=ptr[1:])
+    uniq, counts = np.unique(trace.node_id, return_counts=True)
+    return DepGraph(ptr, preds[order], d_dang, c_dang, uniq[counts > 1])
+
+
+@njit(cache=True)
+def _kahn(n, pred_ptr, pred_idx):  # pragma: no cover - compiled
+    indeg = np.zeros(n, dtype=np.int64)
+    succ_cnt = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        indeg[i] = pred_ptr[i + 1] - pred_ptr[i]
+        for k in range(pred_ptr[i], pred_ptr[i + 1]):
+            succ_cnt[pred_idx[k] + 1] += 1
+    succ_ptr = np.cumsum(succ_cnt)
+    fill = succ_ptr[:-1].copy()
+    succ = np.empty(pred_idx.shape[0], dtype=np.int64)
+    for i in range(n):
+        for k in range(pred_ptr[i], pred_ptr[i + 1]):
+            p = pred_idx[k]
+            succ[fill[p]] = i
+            fill[p] += 1
+    # a FIFO in file order keeps the order deterministic and close to the recorded order
+    order = np.empty(n, dtype=np.int64)
+    head = 0
+    tail = 0
+    for i in range(n):
+        if indeg[i] == 0:
+            order[tail] = i
+            tail += 1
+    while head < tail:
+        v = order[head]
+        head += 1
+        for k in range(succ_ptr[v], succ_ptr[v + 1]):
+            s = succ[k]
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                order[tail] = s
+                tail += 1
+    return order[:tail]
+
+
+def topological_order(graph: DepGraph) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, blocked)``: rows in dependency order, and rows that never become ready
+    (on a cycle or downstream of one); ``blocked`` is empty for an acyclic trace."""
+    n = graph.pred_ptr.shape[0] - 1
+    order = _kahn(n, graph.pred_ptr, graph.pred_idx)
+    seen = np.zeros(n, dtype=bool)
+    seen[order] = True
+    return order, np.flatnonzero(~seen)
+
+
+@njit(cache=True)
+def _longest(order, pred_ptr, pred_idx, dur):  # pragma: no cover - compiled
+    n = pred_ptr.shape[0] - 1
+    finish = np.zeros(n, dtype=np.int64)
+    via = np.full(n, -1, dtype=np.int64)
+    for v in order:
+        best = -1
+        for k in range(pred_ptr[v], pred_ptr[v + 1]):
+            p = pred_idx[k]
+            if finish[p] > best:
+                best = finish[p]
+                via[v] = p
+        finish[v] = max(best, 0) + dur[v]
+    return finish, via
+
+
+def critical_path(trace: ChakraTrace, graph: DepGraph | None = None) -> tuple[int, np.ndarray]:
+    """``(length in micros, rows on the path in order)``: the longest chain of dependent nodes
+    weighted by ``duration_micros`` (nodes blocked by a cycle are left out)."""
+    graph = graph or resolve_deps(trace)
+    order, _ = topological_order(graph)
+    if order.size == 0:
+        return 0, np.zeros(0, dtype=np.int64)
+    dur = trace.duration_micros.astype(np.int64)
+    finish, via = _longest(order, graph.pred_ptr, graph.pred_idx, dur)
+    end = int(order[np.argmax(finish[order])])
+    path = [end]
+    while via[path[-1]] >= 0:
+        path.append(int(via[path[-1]]))
+    return int(finish[end]), np.array(path[::-1], dtype=np.int64)
