@@ -13,6 +13,7 @@ import resource
 import time
 
 from lumos.graph.synthetic import random_graph
+from lumos.report.metrics import critical_path, graph_breakdown, graph_sm_utilization
 from lumos.sim import simulate
 
 
@@ -48,6 +49,15 @@ def main() -> None:
         f"simulate: best {best:.2f} s = {g.num_tasks / best / 1e6:.2f} M tasks/s; "
         f"makespan {r.makespan_ns / 1e9:.3f} s"
     )
+    t0 = time.perf_counter()
+    cp = critical_path(r)
+    dt = time.perf_counter() - t0
+    print(f"critical_path: {dt:.2f} s, {len(cp.tasks):,} tasks on the path")
+    t0 = time.perf_counter()
+    graph_breakdown(g, r.start_ns, r.end_ns, 0, r.makespan_ns)
+    util = graph_sm_utilization(g, r.start_ns, r.end_ns, 0, r.makespan_ns)
+    dt = time.perf_counter() - t0
+    print(f"breakdown + SM utilization ({len(util):,} bins): {dt:.2f} s")
     print(f"peak RSS: {peak_rss_mb():.0f} MB")
 
 
