@@ -142,3 +142,22 @@ def test_workload_of_one_graph_and_launch_only() -> None:
     b.edge(b.task(th, "l", 1, TaskKind.RUNTIME), b.task(st_, "k", 1), DepKind.LAUNCH)
     assert simulate(Workload((b.build(),))).makespan_ns == 2
     assert CommType.SEND == 100
+
+
+def test_replay_summary_is_json_and_fits_the_html_report() -> None:
+    from lumos.report.html import render_report, validate_replay
+    from lumos.report.metrics import replay_summary
+
+    g = sync_graph()
+    r = simulate(g)
+    summary = replay_summary(r)
+    text = json.dumps(summary, sort_keys=True, allow_nan=False)
+    assert json.loads(text) == summary
+    assert summary["steps"] == [
+        {"name": "ProfilerStep#1", "measured_ns": 200, "predicted_ns": 143, "error": -0.285}
+    ]
+    assert summary["window_ns"] == {"measured": [0, 200], "predicted": [-4, 139]}
+    assert summary["breakdown"]["predicted"]["exposed_compute_ns"] == 100
+    assert summary["critical_path"]["kernel"] == 100 / 133
+    validate_replay(summary)
+    assert "ProfilerStep#1" in render_report(summary)

@@ -41,6 +41,7 @@ __all__ = [
     "graph_breakdown",
     "graph_sm_utilization",
     "interval_union",
+    "replay_summary",
     "sm_utilization",
     "union_length",
 ]
@@ -280,3 +281,70 @@ def critical_path(result: SimResult) -> CriticalPath:
     kind_ns["delay"] = int(gap.sum())
     graph_of = np.searchsorted(result.task_offsets, path, side="right") - 1
     return CriticalPath(path, graph_of.astype(np.int64), result.makespan_ns, kind_ns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything a replay report shows, in one JSON-ready dict
+
+
+def _step_window(ts: NDArray[np.int64], dur: NDArray[np.int64]) -> tuple[int, int] | None:
+    if not len(ts):
+        return None
+    return int(ts.min()), int((ts + dur).max())
+
+
+def replay_summary(result: SimResult, gi: int = 0, bin_ns: int = 1_000_000) -> dict[str, Any]:
+    """Measured vs predicted for graph ``gi`` of a replay, JSON-ready::
+
+    steps          [{name, measured_ns, predicted_ns, error}]   (STEP annotations)
+    error          {mean_abs, max_abs}                           (over steps; None if none)
+    window_ns      {measured: [t0, t1], predicted: [t0, t1]}     (first step start..last end,
+                                                                  or the whole run)
+    breakdown      {measured: {...4 parts}, predicted: {...}}    (over the windows)
+    sm_util        {bin_ns, device, measured: [...], predicted: [...]}
+    critical_path  {kind: share} (task kinds + "delay"), critical_path_ns
+    makespan_ns, diagnostics
+    """
+    g = result.graphs[gi]
+    t = g.tasks
+    a = g.annotations
+    steps = result.steps(gi)
+    is_step = np.flatnonzero(a.kind == 0)
+    rec_s, rec_e = t.ts_ns, t.ts_ns + t.dur_ns
+    sim_s, sim_e = result.starts(gi), result.ends(gi)
+    measured = _step_window(a.ts_ns[is_step], a.dur_ns[is_step])
+    lo, hi = result.annotation_spans(gi)
+    has = is_step[a.first_task_idx[is_step] >= 0]
+    predicted = _step_window(lo[has], hi[has] - lo[has])
+    if measured is None:
+        measured = (int(rec_s.min()), int(rec_e.max())) if g.num_tasks else (0, 0)
+    if predicted is None:
+        predicted = (0, int(sim_e.max()) if g.num_tasks else 0)
+    p = g.processors
+    streams = np.flatnonzero(p.kind == ProcessorKind.STREAM)
+    device = int(p.device[streams].min()) if len(streams) else -1
+    errors = [abs(s["error"]) for s in steps if s["error"] is not None]
+    cp = critical_path(result)
+    return {
+        "rank": g.rank,
+        "steps": steps,
+        "error": {
+            "mean_abs": float(np.mean(errors)) if errors else None,
+            "max_abs": float(np.max(errors)) if errors else None,
+        },
+        "window_ns": {"measured": list(measured), "predicted": list(predicted)},
+        "breakdown": {
+            "measured": graph_breakdown(g, rec_s, rec_e, *measured).to_dict(),
+            "predicted": graph_breakdown(g, sim_s, sim_e, *predicted).to_dict(),
+        },
+        "sm_util": {
+            "bin_ns": bin_ns,
+            "device": device,
+            "measured": graph_sm_utilization(g, rec_s, rec_e, *measured, device, bin_ns).tolist(),
+            "predicted": graph_sm_utilization(g, sim_s, sim_e, *predicted, device, bin_ns).tolist(),
+        },
+        "critical_path": cp.share,
+        "critical_path_ns": cp.kind_ns,
+        "makespan_ns": result.makespan_ns,
+        "diagnostics": {**g.diagnostics.to_dict(), **result.diagnostics.to_dict()},
+    }
