@@ -24,6 +24,7 @@ from lumos.errors import (
     TraceFormatError,
 )
 from lumos.ingest.pytorch_et import HostTrace, read_pytorch_et
+from lumos.link import LinkedTrace, link
 
 __all__ = [
     "ChakraFormatError",
@@ -33,12 +34,14 @@ __all__ = [
     "GraphError",
     "HostTrace",
     "InputError",
+    "LinkedTrace",
     "LumosError",
     "MissingDependencyError",
     "NoTracesError",
     "SimulationError",
     "TraceFormatError",
     "__version__",
+    "link",
     "read_chakra",
     "read_pytorch_et",
     "write_chakra",
