@@ -24,7 +24,7 @@ from lumos.errors import (
     TraceFormatError,
 )
 from lumos.ingest.pytorch_et import HostTrace, read_pytorch_et
-from lumos.link import LinkedTrace, link
+from lumos.link import LinkedTrace
 
 __all__ = [
     "ChakraFormatError",
@@ -41,7 +41,6 @@ __all__ = [
     "SimulationError",
     "TraceFormatError",
     "__version__",
-    "link",
     "read_chakra",
     "read_pytorch_et",
     "write_chakra",
