@@ -51,6 +51,15 @@ def test_minimal_result_renders(tmp_path):
     assert "+10.00 %" in html
 
 
+def test_cpu_only_run_has_no_sm_curve(replay):
+    data = dict(
+        replay, sm_util={"bin_ns": 1_000_000, "device": -1, "measured": [], "predicted": []}
+    )
+    names = [f.name for f in build_figures(validate_replay(data))]
+    assert names == ["step_time", "breakdown", "critical_path"]
+    assert "<h2>SM utilization</h2>" not in render_report(data)
+
+
 def test_gzip_input_and_critical_path_share_form(tmp_path, replay):
     data = dict(json.loads(FIXTURE.read_text()))
     data["critical_path"] = {"share": data["critical_path"]}

@@ -86,19 +86,20 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
                 x_label="ms (summed over recorded steps)",
             )
         )
-    sm = result.get("sm_util")
-    if sm:
+    sm = result.get("sm_util") or {}
+    sm_series = tuple(
+        (side, tuple(100.0 * float(v) for v in sm[side]))
+        for side in ("measured", "predicted")
+        if sm.get(side)
+    )
+    if sm_series:  # a CPU-only run has no GPU stream, hence no curve
         bin_ms = _ms(sm.get("bin_ns", 1_000_000))
         figs.append(
             Figure(
                 name="sm_util",
                 kind="lines",
                 title="SM utilization (share of each bin with a GPU stream busy)",
-                series=tuple(
-                    (side, tuple(100.0 * float(v) for v in sm[side]))
-                    for side in ("measured", "predicted")
-                    if sm.get(side)
-                ),
+                series=sm_series,
                 x_label="time (ms)",
                 y_label="%",
                 x_step=bin_ms,
