@@ -29,6 +29,7 @@ def exec_graphs(draw: st.DrawFn, with_waits: bool = True, max_tasks: int = 40) -
     rows_on: dict[int, list[int]] = {p: [] for p in procs}
     launcher: dict[int, int] = {}
     row_proc: list[int] = []
+    durs: list[int] = []
     for row in range(n):
         p = draw(st.sampled_from(procs))
         dur = draw(st.integers(0, 50))
@@ -38,12 +39,14 @@ def exec_graphs(draw: st.DrawFn, with_waits: bool = True, max_tasks: int = 40) -
         t = b.task(p, f"t{row}", dur, kind, gap_ns=gap if not on_stream else 0)
         assert t == row
         row_proc.append(p)
+        durs.append(dur)
         if on_stream:
             feeder = threads[streams.index(p) % n_threads]
             cands = rows_on[feeder]
             if cands and draw(st.booleans()):
                 src = draw(st.sampled_from(cands))
-                b.edge(src, t, DepKind.LAUNCH, draw(st.integers(0, 20)))
+                # a kernel may start before its launch call returns, never before it starts
+                b.edge(src, t, DepKind.LAUNCH, draw(st.integers(-durs[src], 20)))
                 launcher[t] = src
         rows_on[p].append(row)
     # extra forward edges of assorted kinds

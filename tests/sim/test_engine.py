@@ -197,3 +197,16 @@ def test_to_json_is_byte_identical_and_empty_graph_runs() -> None:
     b = GraphBuilder()
     b.thread(1)
     assert simulate(b.build()).makespan_ns == 0
+
+
+def test_negative_launch_delay_and_its_clamp() -> None:
+    b = GraphBuilder()
+    th, st = b.thread(1), b.stream(7)
+    launch = b.task(th, "cudaLaunchKernel", 10, TaskKind.RUNTIME)
+    k = b.task(st, "k", 5)
+    b.edge(launch, k, DepKind.LAUNCH, -7)  # kernel starts 3 ns into the launch call
+    g = b.build().validate()
+    assert simulate(g).start_ns[k] == 3
+    # a cost model that shortens the launch below the negative delay: never before launch start
+    b2 = g.with_durations(np.array([2, 5]))
+    assert simulate(b2).start_ns[k] == 0

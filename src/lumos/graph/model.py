@@ -15,6 +15,9 @@ Conventions (see DESIGN.md section 3):
 * ``dur_ns`` is the intrinsic cost used in replay; ``ts_ns`` is the recorded start, kept for
   reports and validation only — the simulator never reads it.
 * Edge ``(src, dst, delay_ns)``: ``dst`` may start no earlier than ``end(src) + delay_ns``.
+  A delay may be negative (a kernel starting before its launch call returns) but not below
+  ``-dur_ns(src)``: ``dst`` never starts before ``src`` starts (the simulator clamps there when
+  a cost model shortens ``src``).
 * :class:`Waits` are runtime dependencies resolved during simulation (stream / device / event
   synchronize), see :class:`WaitKind`.
 

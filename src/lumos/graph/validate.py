@@ -7,7 +7,7 @@ invariant and an example row:
 * CPU task kinds sit on threads, GPU task kinds on streams;
 * ``order`` is 0..k-1 on every processor, in row order (rows of a processor are listed in
   execution order);
-* durations and edge delays are non-negative; no self-edges;
+* durations are non-negative, edge delays no lower than ``-dur_ns(src)``; no self-edges;
 * edges plus processor order form no cycle (a cycle can never be simulated);
 * waits block CPU tasks and target streams; annotations cover tasks of their own processor,
   first not after last.
@@ -94,9 +94,14 @@ def validate_graph(g: ExecGraph) -> None:
     i = _first_bad(e.src == e.dst)
     if i is not None:
         raise GraphError(f"{where}: edge {i} is a self-loop on {g.describe_task(int(e.src[i]))}")
-    i = _first_bad(e.delay_ns < 0)
+    # a negative delay lets dst start before src ends (a kernel starting while its launch call
+    # is still returning), but never before src starts
+    i = _first_bad(e.delay_ns < -g.tasks.dur_ns[e.src])
     if i is not None:
-        raise GraphError(f"{where}: edge {i} has negative delay {int(e.delay_ns[i])}")
+        raise GraphError(
+            f"{where}: edge {i} has delay {int(e.delay_ns[i])} ns, more negative than the "
+            f"duration of its source {g.describe_task(int(e.src[i]))}"
+        )
 
     _check_range("waits.task_idx", w.task_idx, n)
     _check_range("waits.target_processor_idx", w.target_processor_idx, n_proc, allow_none=True)

@@ -254,6 +254,8 @@ def run(  # pragma: no cover - compiled
                 e = out_edge[k]
                 d = e_dst[e]
                 c = e_end + e_delay[e]
+                if c < now:  # a negative delay never lets dst start before src starts
+                    c = now
                 if c > ready[d] or (c == ready[d] and cause_kind[d] == 0):
                     ready[d] = c
                     cause_kind[d] = 1
