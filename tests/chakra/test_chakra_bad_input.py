@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 
 import pytest
@@ -74,7 +75,7 @@ def test_wrong_wire_type_in_node_field(tmp_path):
 
 
 def test_missing_file_and_directory_without_traces(tmp_path):
-    with pytest.raises(InputError, match="no Chakra files"):
+    with pytest.raises(InputError, match="no such file"):
         read_chakra(tmp_path / "nothing")
     with pytest.raises(InputError, match="no Chakra files"):
         read_chakra(tmp_path)
@@ -118,10 +119,8 @@ def test_fuzzed_real_files_read_cleanly_or_raise_lumos_error(tmp_path, src, data
     except LumosError:
         return
     for i in range(t.num_nodes):  # a clean read must also materialize cleanly
-        try:
+        with contextlib.suppress(LumosError):
             t.node(i)
-        except LumosError:
-            pass
     _ = t.comm
 
 

@@ -86,7 +86,9 @@ def write_dot(trace: ChakraTrace, f: IO[str]) -> None:
     """Graphviz dot: one box per node (id, name, type, duration), data deps solid, ctrl dashed."""
     f.write("digraph chakra {\n  node [shape=box, fontsize=10];\n")
     for i in range(trace.num_nodes):
-        label = f"{int(trace.node_id[i])}: {trace.name_of(i)}\\n{_type_name(int(trace.node_type[i]))}"
+        label = (
+            f"{int(trace.node_id[i])}: {trace.name_of(i)}\\n{_type_name(int(trace.node_type[i]))}"
+        )
         label += f" {int(trace.duration_micros[i])} us"
         f.write(f"  n{int(trace.node_id[i])} [label={json.dumps(label)}];\n")
     for src, dst, kind in _edges(trace):

@@ -54,7 +54,9 @@ class ChakraFeeder:
         n = trace.num_nodes
         uniq, counts = np.unique(trace.node_id, return_counts=True)
         if (counts > 1).any():
-            raise GraphError(f"{trace.path or 'trace'}: node id {int(uniq[counts > 1][0])} is used by several nodes")
+            raise GraphError(
+                f"{trace.path or 'trace'}: node id {int(uniq[counts > 1][0])} is used by several nodes"
+            )
         owners, preds = [], []
         for use, ptr, deps, label in ((use_data_deps, trace.data_ptr, trace.data_deps, "data_deps"),
                                       (use_ctrl_deps, trace.ctrl_ptr, trace.ctrl_deps, "ctrl_deps")):  # fmt: skip
@@ -115,7 +117,9 @@ class ChakraFeeder:
         """Mark an issuable node as issued (``next_issuable`` does this itself)."""
         row = self._row(node_id)
         if self._state[row] != _READY:
-            raise GraphError(f"node id {node_id} is not issuable (its dependencies are not complete)")
+            raise GraphError(
+                f"node id {node_id} is not issuable (its dependencies are not complete)"
+            )
         self._heap.remove((int(node_id), row))
         heapq.heapify(self._heap)
         self._state[row] = _ISSUED
@@ -159,4 +163,6 @@ class ChakraFeeder:
             self.complete(node.id)
         if not self.finished:
             left = self.trace.num_nodes - self._done
-            raise GraphError(f"{self.trace.path or 'trace'}: {left} nodes never become issuable (dependency cycle)")
+            raise GraphError(
+                f"{self.trace.path or 'trace'}: {left} nodes never become issuable (dependency cycle)"
+            )

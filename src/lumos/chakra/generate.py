@@ -22,7 +22,16 @@ __all__ = ["COLLECTIVES", "microbenchmark", "parse_size"]
 
 #: CLI names of the collectives a microbenchmark can use.
 COLLECTIVES = {m.name.lower(): m for m in CollectiveCommType}
-_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 1 << 10,
+    "MB": 1 << 20,
+    "GB": 1 << 30,
+    "KIB": 1 << 10,
+    "MIB": 1 << 20,
+    "GIB": 1 << 30,
+}
 
 
 def parse_size(text: str) -> int:
@@ -39,7 +48,9 @@ def microbenchmark(
     """One ``collective`` of ``size`` per rank for ``num_npus`` ranks (see module docstring)."""
     key = collective.lower()
     if key not in COLLECTIVES:
-        raise ConfigError(f"unknown collective {collective!r}; choose one of {', '.join(COLLECTIVES)}")
+        raise ConfigError(
+            f"unknown collective {collective!r}; choose one of {', '.join(COLLECTIVES)}"
+        )
     if num_npus < 1:
         raise ConfigError("num_npus must be at least 1")
     size_bytes = parse_size(size) if isinstance(size, str) else int(size)

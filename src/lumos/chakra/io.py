@@ -47,6 +47,8 @@ def rank_files(path: str | os.PathLike[str]) -> tuple[str, dict[int, Path]]:
             if m and f.is_file() and (want is None or m["prefix"] == want):
                 found.setdefault(m["prefix"], {})[int(m["rank"])] = f
     if not found:
+        if not p.exists():
+            raise NoTracesError(p, f"no such file, and no {p.name}.<rank>.et files beside it")
         raise NoTracesError(p, "no Chakra files named <prefix>.<rank>.et found")
     if len(found) > 1:
         names = ", ".join(sorted(found))

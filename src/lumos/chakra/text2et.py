@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from lumos.chakra.attrs import attr
 from lumos.chakra.builder import ChakraTraceBuilder
 from lumos.chakra.schema import CollectiveCommType, NodeType
-from lumos.chakra.trace import ChakraWorkload
+from lumos.chakra.trace import ChakraTrace, ChakraWorkload
 from lumos.errors import InputError
 
 __all__ = ["PARALLELISM", "text_to_chakra"]
@@ -61,7 +61,9 @@ def _parse(text: str, where: str) -> tuple[str, list[_Layer]]:
         raise InputError(where, "needs a parallelism line and a layer count")
     kind = lines[0][0]
     if kind not in PARALLELISM:
-        raise InputError(where, f"line 1: unsupported parallelism {kind!r} (supported: {', '.join(PARALLELISM)})")
+        raise InputError(
+            where, f"line 1: unsupported parallelism {kind!r} (supported: {', '.join(PARALLELISM)})"
+        )
     try:
         count = int(lines[1][0])
     except ValueError:
@@ -90,48 +92,54 @@ def text_to_chakra(
     """Convert an ASTRA-sim 1.0 text workload (see module docstring) to ``num_npus`` ranks."""
     kind, layers = _parse(text, source)
     meta = [attr("schema", "1.0.2-chakra.0.0.4"), attr("input_file", text)]
-    traces = {}
-    for rank in range(num_npus):
-        b = ChakraTraceBuilder(metadata_attrs=meta, rank=rank)
-        next_id = 0
-
-        def add(name: str, cycles: int | None, comm: str = "NONE", size: int = 0, deps=()) -> int:
-            nonlocal next_id
-            nid = next_id
-            next_id += 1
-            if cycles is not None:
-                b.add_node(nid, name, NodeType.COMP_NODE, data_deps=deps,
-                           duration_micros=round(cycles / cycles_per_micro),
-                           attrs=[attr("is_cpu_op", False), attr("compute_cycles", cycles)])  # fmt: skip
-            else:
-                b.add_node(nid, name, NodeType.COMM_COLL_NODE, data_deps=deps,
-                           attrs=[attr("is_cpu_op", False), attr("comm_type", int(_COMM[comm])),
-                                  attr("comm_size", size)])  # fmt: skip
-            return nid
-
-        def comp_comm(layer: _Layer, phase: int, label: str, deps: list[int]) -> tuple[int, int]:
-            """(compute node id, last node id: the collective when there is one)."""
-            cycles, comm, size = layer.phases[phase]
-            comp = add(f"COMP_NODE_{layer.name}_{label}", cycles, deps=deps)
-            if comm == "NONE":
-                return comp, comp
-            return comp, add(f"COMM_COLL_NODE_{layer.name}_{label}_{comm}", None, comm, size, [comp])
-
-        wg_done: dict[int, int] = {}
-        for _ in range(num_passes):
-            if kind == "MICRO":
-                for layer in layers:
-                    _, comm, size = layer.phases[2]
-                    if comm != "NONE":
-                        add(f"COMM_COLL_NODE_{layer.name}_{comm}", None, comm, size)
-                continue
-            prev: list[int] = []
-            for i, layer in enumerate(layers):
-                deps = prev + ([wg_done[i]] if i in wg_done else [])
-                prev = [comp_comm(layer, 0, "FWD", deps)[1]]
-            for i in range(len(layers) - 1, -1, -1):
-                wg_comp, wg_done[i] = comp_comm(layers[i], 2, "BWD_WG", prev)
-                if i > 0:
-                    prev = [comp_comm(layers[i], 1, "BWD_IG", [wg_comp])[1]]
-        traces[rank] = b.build()
+    traces = {r: _rank_trace(kind, layers, meta, r, num_passes, cycles_per_micro)
+              for r in range(num_npus)}  # fmt: skip
     return ChakraWorkload(traces)
+
+
+def _rank_trace(
+    kind: str, layers: list[_Layer], meta: list, rank: int, num_passes: int, cycles_per_micro: float
+) -> ChakraTrace:
+    """One rank's trace (identical for every rank apart from ``rank``)."""
+    b = ChakraTraceBuilder(metadata_attrs=meta, rank=rank)
+    next_id = 0
+
+    def add(name: str, cycles: int | None, comm: str = "NONE", size: int = 0, deps=()) -> int:
+        nonlocal next_id
+        nid = next_id
+        next_id += 1
+        if cycles is not None:
+            b.add_node(nid, name, NodeType.COMP_NODE, data_deps=deps,
+                       duration_micros=round(cycles / cycles_per_micro),
+                       attrs=[attr("is_cpu_op", False), attr("compute_cycles", cycles)])  # fmt: skip
+        else:
+            b.add_node(nid, name, NodeType.COMM_COLL_NODE, data_deps=deps,
+                       attrs=[attr("is_cpu_op", False), attr("comm_type", int(_COMM[comm])),
+                              attr("comm_size", size)])  # fmt: skip
+        return nid
+
+    def comp_comm(layer: _Layer, phase: int, label: str, deps: list[int]) -> tuple[int, int]:
+        """(compute node id, last node id: the collective when there is one)."""
+        cycles, comm, size = layer.phases[phase]
+        comp = add(f"COMP_NODE_{layer.name}_{label}", cycles, deps=deps)
+        if comm == "NONE":
+            return comp, comp
+        return comp, add(f"COMM_COLL_NODE_{layer.name}_{label}_{comm}", None, comm, size, [comp])
+
+    wg_done: dict[int, int] = {}
+    for _ in range(num_passes):
+        if kind == "MICRO":
+            for layer in layers:
+                _, comm, size = layer.phases[2]
+                if comm != "NONE":
+                    add(f"COMM_COLL_NODE_{layer.name}_{comm}", None, comm, size)
+            continue
+        prev: list[int] = []
+        for i, layer in enumerate(layers):
+            deps = prev + ([wg_done[i]] if i in wg_done else [])
+            prev = [comp_comm(layer, 0, "FWD", deps)[1]]
+        for i in range(len(layers) - 1, -1, -1):
+            wg_comp, wg_done[i] = comp_comm(layers[i], 2, "BWD_WG", prev)
+            if i > 0:
+                prev = [comp_comm(layers[i], 1, "BWD_IG", [wg_comp])[1]]
+    return b.build()

@@ -69,7 +69,9 @@ def write_timeline(trace: ChakraTrace, f: IO[str]) -> None:
         {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"rank {pid}"}}
     ]
     for k, name in enumerate(PROCESSORS):
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": k, "args": {"name": name}})
+        events.append(
+            {"ph": "M", "name": "thread_name", "pid": pid, "tid": k, "args": {"name": name}}
+        )
     f.write('{"displayTimeUnit": "ms", "traceEvents": [\n')
     f.write(",\n".join(json.dumps(e) for e in events))
     for i in np.argsort(start, kind="stable").tolist():
@@ -80,4 +82,6 @@ def write_timeline(trace: ChakraTrace, f: IO[str]) -> None:
               "args": {"node_id": int(trace.node_id[i])}}  # fmt: skip
         f.write(",\n" + json.dumps(ev))
     blocked = int((start < 0).sum())
-    f.write(f'\n], "otherData": {{"blocked_nodes": {blocked}, "makespan_us": {int(end.max(initial=0))}}}}}\n')
+    f.write(
+        f'\n], "otherData": {{"blocked_nodes": {blocked}, "makespan_us": {int(end.max(initial=0))}}}}}\n'
+    )

@@ -73,14 +73,27 @@ def validate_trace(trace: ChakraTrace) -> ValidationReport:
     ids = trace.node_id
     md = trace.metadata
     if not md.version and not md.attrs:
-        probs.append(Problem("empty_metadata", None, "GlobalMetadata has no version and no attributes"))
+        probs.append(
+            Problem("empty_metadata", None, "GlobalMetadata has no version and no attributes")
+        )
     g = resolve_deps(trace)
     for dup in g.duplicate_ids.tolist():
         rows = np.flatnonzero(ids == dup).tolist()
-        probs.append(Problem("duplicate_id", int(dup), f"id held by {len(rows)} nodes (rows {rows[:5]})"))
-    for kind, dang in (("dangling_data_dep", g.dangling_data), ("dangling_ctrl_dep", g.dangling_ctrl)):
+        probs.append(
+            Problem("duplicate_id", int(dup), f"id held by {len(rows)} nodes (rows {rows[:5]})")
+        )
+    for kind, dang in (
+        ("dangling_data_dep", g.dangling_data),
+        ("dangling_ctrl_dep", g.dangling_ctrl),
+    ):
         for row, missing in dang.tolist():
-            probs.append(Problem(kind, int(ids[row]), f"depends on id {missing & ((1 << 64) - 1)}, which no node has"))
+            probs.append(
+                Problem(
+                    kind,
+                    int(ids[row]),
+                    f"depends on id {missing & ((1 << 64) - 1)}, which no node has",
+                )
+            )
     owner = np.repeat(np.arange(trace.num_nodes), np.diff(g.pred_ptr))
     for row in np.unique(owner[g.pred_idx == owner]).tolist():
         probs.append(Problem("self_dep", int(ids[row]), "depends on itself"))
@@ -95,7 +108,9 @@ def validate_trace(trace: ChakraTrace) -> ValidationReport:
     probs.extend(_comm_problems(trace))
     bad_type = np.flatnonzero((trace.node_type < 1) | (trace.node_type > 7))
     for row in bad_type.tolist():
-        probs.append(Problem("invalid_node_type", int(ids[row]), f"type {int(trace.node_type[row])}"))
+        probs.append(
+            Problem("invalid_node_type", int(ids[row]), f"type {int(trace.node_type[row])}")
+        )
     return ValidationReport(trace.path, trace.num_nodes, tuple(probs))
 
 
@@ -123,7 +138,9 @@ def _comm_problems(trace: ChakraTrace) -> list[Problem]:
             out.append(Problem(kind, int(ids[row]), f"{trace.name_of(row)!r} has no {kind[8:]}"))
     bad_kind = coll & (c.comm_type != MISSING) & ((c.comm_type < 0) | (c.comm_type > 9))
     for row in np.flatnonzero(bad_kind).tolist():
-        out.append(Problem("invalid_comm_type", int(ids[row]), f"comm_type {int(c.comm_type[row])}"))
+        out.append(
+            Problem("invalid_comm_type", int(ids[row]), f"comm_type {int(c.comm_type[row])}")
+        )
     return out
 
 

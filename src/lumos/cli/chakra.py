@@ -1,0 +1,221 @@
+"""``lumos chakra <tool>``: validate, jsonize, stats, visualize, timeline, text2et, generate.
+
+Thin: each tool parses its options, calls :mod:`lumos.chakra` and writes its output
+atomically. Inputs are one ``.et`` file (plain or gzip) or, where it makes sense, a directory
+or ``<prefix>`` of ``<prefix>.<rank>.et`` files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from lumos._io import atomic_write
+from lumos.chakra import ChakraTrace, ChakraWorkload, read_chakra, write_chakra
+from lumos.errors import ConfigError, InputError
+
+
+def _traces(path: str) -> list[ChakraTrace]:
+    data = read_chakra(path)
+    return list(data) if isinstance(data, ChakraWorkload) else [data]
+
+
+def _one(path: str) -> ChakraTrace:
+    data = read_chakra(path)
+    if isinstance(data, ChakraWorkload):
+        raise InputError(path, "this tool takes one .et file; pass one rank's file")
+    return data
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from lumos.chakra.validate import fix_trace, validate_trace
+
+    traces = _traces(args.path)
+    if args.fix and len(traces) != 1:
+        raise ConfigError("--fix takes one .et file")
+    failed = 0
+    for t in traces:
+        report = validate_trace(t)
+        status = "ok" if report.ok else "INVALID"
+        print(f"{t.path}: {report.num_nodes} nodes, {len(report.errors)} errors, "
+              f"{len(report.warnings)} warnings: {status}")  # fmt: skip
+        for kind, n in report.counts().items():
+            sev = next(p.severity for p in report.problems if p.kind == kind)
+            print(f"  {sev:7s} {kind}: {n}")
+            shown = [p for p in report.problems if p.kind == kind][: args.show]
+            for p in shown:
+                who = "" if p.node_id is None else f"node id {p.node_id}: "
+                print(f"           {who}{p.detail}")
+        failed += not report.ok
+        if args.fix:
+            fixed, changes = fix_trace(t)
+            write_chakra(fixed, args.fix)
+            print(f"wrote {args.fix}: " + ("; ".join(changes) if changes else "no changes"))
+            remaining = validate_trace(fixed)
+            if not remaining.ok:
+                left = ", ".join(f"{k} {v}" for k, v in remaining.counts().items())
+                print(f"  still present (needs a human decision): {left}")
+    return 1 if failed else 0
+
+
+def _jsonize(args: argparse.Namespace) -> int:
+    from lumos.chakra.export import write_json
+
+    t = _one(args.path)
+    if args.output == "-":
+        write_json(t, sys.stdout, jsonl=args.jsonl)
+    else:
+        with atomic_write(args.output) as f:
+            write_json(t, f, jsonl=args.jsonl)
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from lumos.chakra.stats import trace_stats
+
+    stats = [trace_stats(t) for t in _traces(args.path)]
+    if args.json:
+        print(json.dumps(stats if len(stats) > 1 else stats[0], indent=2))
+        return 0
+    for s in stats:
+        print(f"{s['path']} (rank {s['rank']}, schema {s['schema']})")
+        for key, value in s.items():
+            if key not in ("path", "rank", "schema"):
+                print(f"  {key}: {value}")
+    return 0
+
+
+def _visualize(args: argparse.Namespace) -> int:
+    from lumos.chakra.export import write_dot, write_graphml
+
+    t = _one(args.path)
+    out = Path(args.output)
+    fmt = args.format or ("graphml" if out.suffix == ".graphml" else "dot")
+    writer = write_graphml if fmt == "graphml" else write_dot
+    with atomic_write(out) as f:
+        writer(t, f)
+    print(f"wrote {out} ({t.num_nodes} nodes)")
+    if args.render:
+        if fmt != "dot":
+            raise ConfigError("--render needs dot output (--format dot)")
+        dot = shutil.which("dot")
+        target = out.with_suffix(f".{args.render}")
+        if dot is None:
+            print(f"Graphviz 'dot' is not installed, so {target} was not rendered; install "
+                  f"graphviz (apt-get install graphviz, brew install graphviz, conda install "
+                  f"graphviz) and run: dot -T{args.render} {out} -o {target}")  # fmt: skip
+            return 0
+        subprocess.run([dot, f"-T{args.render}", str(out), "-o", str(target)], check=True)
+        print(f"rendered {target}")
+    return 0
+
+
+def _timeline(args: argparse.Namespace) -> int:
+    from lumos.chakra.timeline import write_timeline
+
+    t = _one(args.path)
+    with atomic_write(args.output) as f:
+        write_timeline(t, f)
+    print(f"wrote {args.output}: open it in https://ui.perfetto.dev or chrome://tracing")
+    return 0
+
+
+def _text2et(args: argparse.Namespace) -> int:
+    from lumos.chakra.text2et import text_to_chakra
+
+    try:
+        text = Path(args.input).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(args.input, f"cannot read: {exc.strerror or exc}") from None
+    w = text_to_chakra(text, args.num_npus, num_passes=args.num_passes,
+                       cycles_per_micro=args.cycles_per_micro, source=args.input)  # fmt: skip
+    files = write_chakra(w, args.output)
+    print(f"wrote {len(files)} files: {files[0]} .. {files[-1]} ({w[0].num_nodes} nodes each)")
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from lumos.chakra.generate import microbenchmark
+
+    w = microbenchmark(args.collective, args.num_npus, args.size)
+    prefix = (
+        Path(args.output_dir)
+        / f"{args.collective}_{args.num_npus}npus_{args.size}"
+        / args.collective
+    )
+    files = write_chakra(w, prefix)
+    print(f"wrote {len(files)} files under {prefix.parent}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``lumos chakra`` and its tools."""
+    p = subparsers.add_parser("chakra", help="read, check, convert and generate MLCommons Chakra ETs",
+                              description=__doc__)  # fmt: skip
+    tools = p.add_subparsers(dest="tool", metavar="TOOL", required=True)
+
+    v = tools.add_parser(
+        "validate", help="check ids, deps, cycles and comm attributes; exit 1 on errors"
+    )
+    v.add_argument("path", help=".et file, directory or <prefix> of rank files")
+    v.add_argument("--fix", metavar="OUT.et", help="write a copy without dangling/self deps")
+    v.add_argument(
+        "--show", type=int, default=3, help="examples shown per problem kind (default 3)"
+    )
+    v.set_defaults(func=_validate)
+
+    j = tools.add_parser("jsonize", help="metadata and nodes as valid JSON (or JSON Lines)")
+    j.add_argument("path")
+    j.add_argument("-o", "--output", default="-", help="output file (default stdout)")
+    j.add_argument("--jsonl", action="store_true", help="one JSON object per line")
+    j.set_defaults(func=_jsonize)
+
+    s = tools.add_parser(
+        "stats", help="counts by type and collective, durations, edges, critical path"
+    )
+    s.add_argument("path")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=_stats)
+
+    g = tools.add_parser("visualize", help="Graphviz dot or GraphML; render when dot is installed")
+    g.add_argument("path")
+    g.add_argument("-o", "--output", required=True, help="out.dot or out.graphml")
+    g.add_argument("--format", choices=("dot", "graphml"), help="default: from the output suffix")
+    g.add_argument("--render", choices=("pdf", "svg", "png"), help="also render with Graphviz dot")
+    g.set_defaults(func=_visualize)
+
+    t = tools.add_parser(
+        "timeline", help="Chrome/Perfetto trace of a dependency-respecting schedule"
+    )
+    t.add_argument("path")
+    t.add_argument("-o", "--output", required=True, help="output .json")
+    t.set_defaults(func=_timeline)
+
+    x = tools.add_parser("text2et", help="ASTRA-sim 1.0 text workload -> per-rank Chakra ETs")
+    x.add_argument("input", help="text workload file")
+    x.add_argument("-o", "--output", required=True, help="output prefix: writes <prefix>.<rank>.et")
+    x.add_argument("--num-npus", type=int, required=True)
+    x.add_argument("--num-passes", type=int, default=1)
+    x.add_argument("--cycles-per-micro", type=float, default=1000.0,
+                   help="NPU cycles per microsecond (default 1000 = 1 GHz)")  # fmt: skip
+    x.set_defaults(func=_text2et)
+
+    m = tools.add_parser("generate", help="microbenchmark ETs: one collective per rank")
+    m.add_argument(
+        "--collective",
+        required=True,
+        help="all_reduce, all_gather, reduce_scatter, all_to_all, ...",
+    )
+    m.add_argument("--num-npus", type=int, required=True)
+    m.add_argument("--size", default="1MB", help="message size, e.g. 1MB (default)")
+    m.add_argument(
+        "-o",
+        "--output-dir",
+        default=".",
+        help="writes <dir>/<coll>_<N>npus_<size>/<coll>.<rank>.et",
+    )
+    m.set_defaults(func=_generate)
