@@ -27,9 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="*", metavar="TRACE", help="trace files or directories")
     p.add_argument("--json", action="store_true", help="print one JSON object per trace")
-    p.add_argument(
-        "--example", action="store_true", help="summarize the bundled example trace"
-    )
+    p.add_argument("--example", action="store_true", help="summarize the bundled example trace")
     p.set_defaults(func=run)
 
 

@@ -106,7 +106,9 @@ def expand_paths(paths: list[str | os.PathLike[str]]) -> list[TraceRef]:
         elif p.exists():
             found = list(_refs_of_file(p))
             if not found:
-                raise InputError(p, "not a trace lumos recognizes (Kineto JSON, PyTorch ET JSON, Chakra .et)")
+                raise InputError(
+                    p, "not a trace lumos recognizes (Kineto JSON, PyTorch ET JSON, Chakra .et)"
+                )
             refs.extend(found)
         else:
             raise InputError(p, "no such file or directory")

@@ -164,7 +164,9 @@ def trace_from_bytes(raw: bytes, where: str) -> KinetoTrace:
             top = _DECODER.decode(raw)
     except msgspec.ValidationError as exc:
         if "traceEvents" in str(exc) and "missing required field" in str(exc):
-            raise TraceFormatError(where, "JSON object has no 'traceEvents': not a Kineto trace") from None
+            raise TraceFormatError(
+                where, "JSON object has no 'traceEvents': not a Kineto trace"
+            ) from None
         top = decode_tolerant(raw, where, diagnostics)
     except msgspec.DecodeError as exc:
         raise TraceFormatError(where, f"invalid JSON: {exc}") from None

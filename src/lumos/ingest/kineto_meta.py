@@ -217,9 +217,7 @@ def build_sync_events(events: Events, args: list[RawArgs]) -> SyncEvents:
         kind=np.array([_SYNC_KINDS.get(x.sync_kind.lower(), 4) for x in a], dtype=np.int8),
         stream=np.array([x.stream for x in a], dtype=np.int64),
         wait_on_stream=np.array([x.wait_on_stream for x in a], dtype=np.int64),
-        record_correlation_id=np.array(
-            [x.wait_on_event_record_corr_id for x in a], dtype=np.int64
-        ),
+        record_correlation_id=np.array([x.wait_on_event_record_corr_id for x in a], dtype=np.int64),
         cuda_event_id=np.array([x.wait_on_event_id for x in a], dtype=np.int64),
     )
 

@@ -18,11 +18,7 @@ from lumos.ingest.kineto_schema import RawArgs, RawTrace
 
 __all__ = ["decode_tolerant"]
 
-_INT_ARGS = {
-    f.encode_name
-    for f in msgspec.structs.fields(RawArgs)
-    if f.type is int
-}
+_INT_ARGS = {f.encode_name for f in msgspec.structs.fields(RawArgs) if f.type is int}
 _STR_ARGS = {f.encode_name for f in msgspec.structs.fields(RawArgs) if f.type is str}
 
 
@@ -52,9 +48,9 @@ def _clean_args(args: Any, diagnostics: dict[str, int]) -> dict[str, Any]:
         if k in _INT_ARGS:
             if isinstance(v, int) and not isinstance(v, bool):
                 out[k] = v
-            elif isinstance(v, float) and v.is_integer():
-                out[k] = int(v)
-            elif isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            elif (isinstance(v, float) and v.is_integer()) or (
+                isinstance(v, str) and v.strip().lstrip("-").isdigit()
+            ):
                 out[k] = int(v)
             else:
                 _bump(diagnostics, "arg_id_not_an_integer")

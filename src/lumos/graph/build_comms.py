@@ -1,0 +1,101 @@
+"""Communication tasks of a graph: which collective call each NCCL kernel or gloo span serves.
+
+An NCCL/RCCL kernel is tied to the host-side collective call whose span (on the launching
+thread) encloses its launch; a gloo worker span is the ``work_event_idx`` of its call. Kind,
+size, process group and sequence number come from that call; a kernel with no call keeps the
+kind its name says and an unknown size (counted).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lumos.diagnostics import Diagnostics
+from lumos.graph.build_tasks import TaskLayout
+from lumos.graph.model import Comms, CommType, ProcessGroup, TaskKind
+from lumos.ingest.comm_names import kernel_collective
+from lumos.ingest.kineto import KinetoTrace
+
+__all__ = ["COMM_TYPE_OF", "build_comms"]
+
+COMM_TYPE_OF: dict[str, CommType] = {
+    "all_reduce": CommType.ALL_REDUCE,
+    "reduce": CommType.REDUCE,
+    "all_gather": CommType.ALL_GATHER,
+    "gather": CommType.GATHER,
+    "scatter": CommType.SCATTER,
+    "broadcast": CommType.BROADCAST,
+    "all_to_all": CommType.ALL_TO_ALL,
+    "reduce_scatter": CommType.REDUCE_SCATTER,
+    "barrier": CommType.BARRIER,
+    "send": CommType.SEND,
+    "recv": CommType.RECV,
+}
+
+
+def build_comms(
+    trace: KinetoTrace, layout: TaskLayout, launcher: NDArray[np.int64], diag: Diagnostics
+) -> tuple[Comms, NDArray[np.int32], tuple[ProcessGroup, ...]]:
+    """Comms rows for every COMM / CPU_COMM task; returns (comms, task comm_idx, groups)."""
+    ev = trace.events
+    coll = trace.collectives
+    groups = [ProcessGroup(name=g.name, ranks=g.ranks, desc=g.desc, backend=g.backend)
+              for g in trace.meta.process_groups]  # fmt: skip
+    pg_idx = {g.name: i for i, g in enumerate(groups)}
+    for name, ranks, desc in zip(coll.pg_name, coll.pg_ranks, coll.pg_desc, strict=True):
+        if name and name not in pg_idx:
+            pg_idx[name] = len(groups)
+            groups.append(ProcessGroup(name=name, ranks=ranks, desc=desc))
+
+    # collective calls per trace thread, sorted by start, for "which call encloses this launch"
+    anchor = coll.event_idx
+    a_proc = ev.processor_idx[anchor] if len(coll) else np.zeros(0, dtype=np.int32)
+    a_ts = ev.ts_ns[anchor] if len(coll) else np.zeros(0, dtype=np.int64)
+    a_end = a_ts + (ev.dur_ns[anchor] if len(coll) else 0)
+    by_work = {int(w): k for k, w in enumerate(coll.work_event_idx.tolist()) if w >= 0}
+
+    comm_idx = np.full(len(layout), -1, dtype=np.int32)
+    rows: list[int] = []
+    kind_of_row: list[int] = []
+    tasks = np.flatnonzero(np.isin(layout.kind, (int(TaskKind.COMM), int(TaskKind.CPU_COMM))))
+    gp_to_trace = layout.processors
+    for t in tasks.tolist():
+        e = int(layout.event_idx[t])
+        k = -1
+        if layout.kind[t] == int(TaskKind.CPU_COMM):
+            k = by_work.get(e, -1)
+        elif launcher[t] >= 0:
+            call = int(launcher[t])
+            thread = int(gp_to_trace[layout.processor_idx[call]])
+            c_ts = int(layout.ts_ns[call])
+            cand = np.flatnonzero((a_proc == thread) & (a_ts <= c_ts) & (a_end >= c_ts))
+            if cand.size:
+                k = int(cand[-1])
+        if k < 0:
+            diag.warn("comm_task_without_collective_call", trace.names[int(ev.name_idx[e])][:80])
+            kind = kernel_collective(trace.names[int(ev.name_idx[e])])
+            kind_of_row.append(int(COMM_TYPE_OF.get(kind, CommType.UNKNOWN)))
+        else:
+            kind_of_row.append(int(COMM_TYPE_OF.get(coll.kind[k], CommType.UNKNOWN)))
+        comm_idx[t] = len(rows)
+        rows.append(k)
+    r = np.asarray(rows, dtype=np.int64)
+    has = r >= 0
+    rr = np.where(has, r, 0)
+
+    def pick(col: NDArray[np.int64]) -> NDArray[np.int64]:
+        if not len(coll):
+            return np.full(r.size, -1, dtype=np.int64)
+        return np.where(has, col[rr], -1)
+
+    pg = np.array([pg_idx.get(coll.pg_name[k], -1) if k >= 0 else -1 for k in rows], dtype=np.int32)
+    comms = Comms.create(
+        kind=np.asarray(kind_of_row, dtype=np.int8),
+        size_bytes=pick(coll.size_bytes),
+        pg_idx=pg,
+        seq_id=pick(coll.seq_id),
+        peer_rank=pick(coll.peer_rank).astype(np.int32),
+        tag=pick(coll.tag),
+    )
+    return comms, comm_idx, tuple(groups)

@@ -1,0 +1,260 @@
+"""GPU->CPU synchronisation and GPU->GPU (inter-stream) dependencies of a Kineto trace.
+
+Synchronisation calls become runtime :class:`~lumos.graph.model.Waits`: the simulator decides
+what they wait for (the last task launched on the stream by then). The graph keeps only each
+call's *intrinsic* cost: for a call that blocked, the time from the end of the GPU work it waited
+for to its return; the wait itself comes out of the simulation.
+
+Inter-stream edges come from ``cuda_sync`` "Stream Wait Event" records when the trace has them,
+otherwise from ``cudaEventRecord`` / ``cudaStreamWaitEvent`` calls and the launch order on the
+calling thread (see :mod:`lumos.graph.build_links`). An inferred edge that the recording
+contradicts (its source ended after its destination started) is dropped and counted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lumos.diagnostics import Diagnostics
+from lumos.graph.build_links import Launches
+from lumos.graph.build_tasks import TaskLayout
+from lumos.graph.model import WaitKind
+from lumos.ingest.kineto import KinetoTrace
+
+__all__ = ["SyncPlan", "plan_syncs"]
+
+_TOLERANCE_NS = 1_000
+_STREAM_SYNC = re.compile(r"^(cuda|hip)StreamSynchronize$")
+_DEVICE_SYNC = re.compile(r"^(cuda|hip)(Device|Ctx|Thread)Synchronize$|^cuCtxSynchronize$")
+_EVENT_SYNC = re.compile(r"^(cuda|hip)EventSynchronize$|^cuEventSynchronize$")
+_EVENT_RECORD = re.compile(r"^(cuda|hip)EventRecord(WithFlags)?$|^cuEventRecord")
+_STREAM_WAIT = re.compile(r"^(cuda|hip)StreamWaitEvent$|^cuStreamWaitEvent$")
+
+
+@dataclass
+class SyncPlan:
+    """What the sync pass decided: waits, inter-stream edges, durations to shorten."""
+
+    wait_task: list[int] = field(default_factory=list)
+    wait_kind: list[int] = field(default_factory=list)
+    wait_stream: list[int] = field(default_factory=list)
+    wait_device: list[int] = field(default_factory=list)
+    wait_record: list[int] = field(default_factory=list)
+    waited_end_ns: dict[int, int] = field(default_factory=dict)  # task -> recorded GPU end
+    stream_src: list[int] = field(default_factory=list)
+    stream_dst: list[int] = field(default_factory=list)
+
+
+def _streams_of_device(
+    layout: TaskLayout, launches: Launches, trace: KinetoTrace
+) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for gp in launches.stream_order:
+        dev = int(trace.processors.device[int(layout.processors[gp])])
+        out.setdefault(dev, []).append(gp)
+    return out
+
+
+def plan_syncs(
+    trace: KinetoTrace, layout: TaskLayout, launches: Launches, diag: Diagnostics
+) -> SyncPlan:
+    """Find every sync call and stream-wait, and what each one refers to."""
+    ev = trace.events
+    names = trace.names
+    plan = SyncPlan()
+    end = layout.ts_ns + layout.dur_ns
+    by_device = _streams_of_device(layout, launches, trace)
+    all_streams = sorted(launches.stream_order)
+    gp_of_trace = {int(p): gp for gp, p in enumerate(layout.processors.tolist())}
+    stream_gp = {
+        (int(trace.processors.device[p]), int(trace.processors.tid[p])): gp_of_trace[int(p)]
+        for p in layout.processors.tolist()
+        if trace.processors.kind[p] == 1
+    }
+    sync_by_corr = _cuda_sync_by_correlation(trace)
+    record_task_by_corr: dict[int, int] = {}
+    rt_tasks = np.flatnonzero((layout.kind == 1) & (layout.event_idx >= 0) & ~layout.is_wait)
+    for t in rt_tasks.tolist():
+        c = int(ev.correlation_id[layout.event_idx[t]])
+        if c >= 0 and _EVENT_RECORD.match(names[int(ev.name_idx[layout.event_idx[t]])]):
+            record_task_by_corr[c] = t
+
+    for t in rt_tasks.tolist():
+        e = int(layout.event_idx[t])
+        name = names[int(ev.name_idx[e])]
+        thread = int(layout.processor_idx[t])
+        s, f = int(layout.ts_ns[t]), int(end[t])
+        corr = int(ev.correlation_id[e])
+        if _STREAM_WAIT.match(name):
+            _plan_stream_wait(t, e, corr, trace, layout, launches, plan, diag, sync_by_corr,
+                              stream_gp, record_task_by_corr)  # fmt: skip
+            continue
+        kind: WaitKind | None = None
+        if _DEVICE_SYNC.match(name):
+            kind = WaitKind.DEVICE
+        elif _STREAM_SYNC.match(name) or _EVENT_SYNC.match(name):
+            kind = WaitKind.STREAM
+        if kind is None:
+            continue
+        dev = _device_of_thread(trace, by_device)
+        if kind == WaitKind.DEVICE:
+            streams = by_device.get(dev, all_streams)
+            ends = [_end_of_last(launches, end, gp, s) for gp in streams]
+            plan.wait_task.append(t)
+            plan.wait_kind.append(int(WaitKind.DEVICE))
+            plan.wait_stream.append(-1)
+            plan.wait_device.append(dev)
+            plan.wait_record.append(-1)
+            plan.waited_end_ns[t] = max(ends, default=-1)
+            continue
+        stream = _known_stream(e, corr, trace, sync_by_corr, stream_gp)
+        if stream < 0:
+            stream = _infer_waited_stream(launches, end, all_streams, s, f)
+        if stream < 0:
+            stream = launches.stream_of_previous_launch(thread, s)
+        if stream < 0:
+            diag.warn("sync_target_unknown", f"{name} at {s} ns")
+            continue
+        record = -1
+        info = sync_by_corr.get(corr)
+        if info is not None and info[0] == 1 and info[2] in record_task_by_corr:
+            record = record_task_by_corr[info[2]]
+        plan.wait_task.append(t)
+        plan.wait_kind.append(int(WaitKind.EVENT if record >= 0 else WaitKind.STREAM))
+        plan.wait_stream.append(stream)
+        plan.wait_device.append(dev)
+        plan.wait_record.append(record)
+        if record >= 0:
+            g = launches.last_launched_before(stream, int(layout.ts_ns[record]))
+            plan.waited_end_ns[t] = int(end[g]) if g >= 0 else -1
+        else:
+            plan.waited_end_ns[t] = _end_of_last(launches, end, stream, s)
+    return plan
+
+
+def _device_of_thread(trace: KinetoTrace, by_device: dict[int, list[int]]) -> int:
+    return min(by_device) if by_device else 0
+
+
+def _end_of_last(launches: Launches, end: NDArray[np.int64], stream: int, ts_ns: int) -> int:
+    g = launches.last_launched_before(stream, ts_ns)
+    return int(end[g]) if g >= 0 else -1
+
+
+def _infer_waited_stream(
+    launches: Launches, end: NDArray[np.int64], streams: list[int], s: int, f: int
+) -> int:
+    """The stream whose work (launched before the call) finished last inside the call."""
+    best, best_end = -1, -1
+    for gp in streams:
+        g_end = _end_of_last(launches, end, gp, s)
+        if s < g_end <= f + _TOLERANCE_NS and g_end > best_end:
+            best, best_end = gp, g_end
+    return best
+
+
+def _cuda_sync_by_correlation(trace: KinetoTrace) -> dict[int, tuple[int, int, int]]:
+    """correlation -> (sync kind, stream, record correlation) from ``cuda_sync`` events."""
+    se = trace.sync_events
+    ev = trace.events
+    out: dict[int, tuple[int, int, int]] = {}
+    for k in range(len(se)):
+        corr = int(ev.correlation_id[se.event_idx[k]])
+        if corr < 0:
+            continue
+        stream = int(se.stream[k]) if se.stream[k] >= 0 else int(se.wait_on_stream[k])
+        if se.kind[k] in (1, 3):
+            stream = int(se.wait_on_stream[k]) if se.kind[k] == 1 else int(se.stream[k])
+        out[corr] = (int(se.kind[k]), stream, int(se.record_correlation_id[k]))
+    return out
+
+
+def _known_stream(
+    e: int,
+    corr: int,
+    trace: KinetoTrace,
+    sync_by_corr: dict[int, tuple[int, int, int]],
+    stream_gp: dict[tuple[int, int], int],
+) -> int:
+    info = sync_by_corr.get(corr)
+    devices = sorted({d for d, _ in stream_gp})
+    dev = devices[0] if devices else 0
+    if info is not None and info[1] >= 0:
+        return stream_gp.get((dev, info[1]), -1)
+    s = int(trace.events.stream[e])
+    if s > 0:  # HIP writes the stream handle; 0 is the null stream, not a stream id we know
+        return stream_gp.get((dev, s), -1)
+    return -1
+
+
+def _plan_stream_wait(
+    t: int,
+    e: int,
+    corr: int,
+    trace: KinetoTrace,
+    layout: TaskLayout,
+    launches: Launches,
+    plan: SyncPlan,
+    diag: Diagnostics,
+    sync_by_corr: dict[int, tuple[int, int, int]],
+    stream_gp: dict[tuple[int, int], int],
+    record_task_by_corr: dict[int, int],
+) -> None:
+    """One cudaStreamWaitEvent -> an edge from the recorded GPU task to the waiting stream."""
+    thread = int(layout.processor_idx[t])
+    s = int(layout.ts_ns[t])
+    devices = sorted({d for d, _ in stream_gp})
+    dev = devices[0] if devices else 0
+    info = sync_by_corr.get(corr)
+    record = -1
+    waiting = rec_stream = -1
+    if info is not None and info[0] == 3:
+        record = record_task_by_corr.get(info[2], -1)
+        waiting = stream_gp.get((dev, info[1]), -1)
+        se_idx = np.flatnonzero(trace.events.correlation_id[trace.sync_events.event_idx] == corr)
+        if se_idx.size:
+            rec_stream = stream_gp.get((dev, int(trace.sync_events.wait_on_stream[se_idx[0]])), -1)
+    if record < 0:
+        record = _previous_record(layout, trace, thread, s)
+    if record >= 0:
+        r_ts, r_thread = int(layout.ts_ns[record]), int(layout.processor_idx[record])
+    else:
+        # some Kineto versions do not trace cudaEventRecord: PyTorch records right before it
+        # waits, so the event holds the thread's latest launch
+        diag.warn("stream_wait_without_record", f"call at {s} ns")
+        r_ts, r_thread = s, thread
+    if rec_stream < 0:
+        rec_stream = launches.stream_of_previous_launch(r_thread, r_ts)
+    if waiting < 0:
+        waiting = launches.stream_of_next_launch(thread, s)
+    if rec_stream < 0 or waiting < 0 or rec_stream == waiting:
+        return
+    src = launches.last_launched_before(rec_stream, r_ts)
+    dst = launches.first_launched_after(waiting, s)
+    if src < 0 or dst < 0:
+        return
+    if layout.ts_ns[src] + layout.dur_ns[src] > layout.ts_ns[dst] + _TOLERANCE_NS:
+        diag.warn("inter_stream_edge_contradicted", f"task {src} -> {dst}")
+        return
+    plan.stream_src.append(src)
+    plan.stream_dst.append(dst)
+
+
+def _previous_record(layout: TaskLayout, trace: KinetoTrace, thread: int, ts_ns: int) -> int:
+    """The latest event-record call on ``thread`` that started before ``ts_ns``."""
+    lo, hi = int(layout.proc_ptr[thread]) + 1, int(layout.proc_ptr[thread + 1])
+    k = lo + int(np.searchsorted(layout.ts_ns[lo:hi], ts_ns, side="left")) - 1
+    names = trace.names
+    ev = trace.events
+    steps = 0
+    while k >= lo and steps < 256:
+        e = int(layout.event_idx[k])
+        if e >= 0 and layout.kind[k] == 1 and _EVENT_RECORD.match(names[int(ev.name_idx[e])]):
+            return k
+        k -= 1
+        steps += 1
+    return -1

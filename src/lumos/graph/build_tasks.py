@@ -1,0 +1,179 @@
+"""Choose the tasks of an execution graph from a Kineto trace and lay them out per processor.
+
+=====================  =========================================================
+trace event            becomes
+=====================  =========================================================
+leaf ``cpu_op``        CPU_OP task on its thread (parents become annotations only)
+runtime / driver call  RUNTIME task (a blocking memcpy also gets a ``[wait]`` task)
+``gloo:<op>`` span     CPU_COMM task on the gloo worker thread
+kernel                 KERNEL task, or COMM for NCCL/RCCL kernels
+memcpy / memset        MEMCPY / MEMSET task
+annotations, syncs     no task (they become annotations and dependencies)
+=====================  =========================================================
+
+A *leaf* has no other task-candidate event nested inside it on its thread. Every processor
+also gets a zero-cost ``<start>`` task at position 0, the anchor its first task's release
+delay hangs from, so that nothing has to read a recorded start time at simulation time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lumos.graph.model import TaskKind
+from lumos.ingest.comm_names import is_comm_kernel
+from lumos.ingest.kineto import KinetoTrace
+from lumos.ingest.kineto_schema import Category
+
+__all__ = ["TaskLayout", "lay_out_tasks"]
+
+_CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
+_GPU_WORK = {
+    int(Category.KERNEL): TaskKind.KERNEL,
+    int(Category.MEMCPY): TaskKind.MEMCPY,
+    int(Category.MEMSET): TaskKind.MEMSET,
+}
+START = -2  # event_idx of a processor's synthetic <start> task
+WAIT = -3  # event_idx offset marker of a synthetic [wait] task (see TaskLayout.wait_of)
+
+
+@dataclass(frozen=True, eq=False)
+class TaskLayout:
+    """Tasks chosen from a trace, grouped by processor in program order.
+
+    ``event_idx`` is the source event (``START`` for a processor's anchor task; for a
+    ``[wait]`` task, the event of the blocking call it belongs to, with ``is_wait`` set).
+    ``proc_ptr[p]:proc_ptr[p+1]`` are the tasks of processor ``p`` (the anchor first).
+    """
+
+    event_idx: NDArray[np.int64]
+    kind: NDArray[np.int8]
+    processor_idx: NDArray[np.int32]
+    ts_ns: NDArray[np.int64]
+    dur_ns: NDArray[np.int64]
+    is_wait: NDArray[np.bool_]
+    proc_ptr: NDArray[np.int64]
+    processors: NDArray[np.int32]  # trace processor row of each graph processor
+    origin_ns: int
+
+    def __len__(self) -> int:
+        return int(self.event_idx.shape[0])
+
+    def task_of_event(self, num_events: int) -> NDArray[np.int64]:
+        """Map trace event row -> task index (-1 when the event is not a task)."""
+        out = np.full(num_events, -1, dtype=np.int64)
+        real = (self.event_idx >= 0) & ~self.is_wait
+        out[self.event_idx[real]] = np.flatnonzero(real)
+        return out
+
+
+def _leaf_mask(trace: KinetoTrace, cand: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """Candidates with no candidate nested inside them on the same processor."""
+    idx = np.flatnonzero(cand)
+    if idx.size == 0:
+        return np.zeros_like(cand)
+    ev = trace.events
+    ts = ev.ts_ns[idx]
+    end = ts + ev.dur_ns[idx]
+    proc = ev.processor_idx[idx]
+    nxt_same = np.zeros(idx.size, dtype=bool)
+    nxt_same[:-1] = proc[1:] == proc[:-1]
+    has_child = np.zeros(idx.size, dtype=bool)
+    has_child[:-1] = nxt_same[:-1] & (ts[1:] < end[:-1])
+    leaf = np.zeros_like(cand)
+    leaf[idx[~has_child]] = True
+    return leaf
+
+
+def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskLayout:
+    """Pick task events (see the module docstring) and group them by processor.
+
+    ``blocking_copy`` marks runtime calls that launched a copy and waited for it; each gets a
+    synthetic ``[wait]`` task right after it on its thread.
+    """
+    ev = trace.events
+    names = trace.names
+    cat = ev.cat
+    cpu_cand = np.isin(cat, _CPU_CANDIDATES)
+    gloo_ids = [i for i, n in enumerate(names) if n.startswith("gloo:")]
+    gloo = (cat == int(Category.USER_ANNOTATION)) & np.isin(ev.name_idx, gloo_ids)
+    cpu_task = _leaf_mask(trace, cpu_cand | gloo)
+    gpu_task = np.isin(cat, list(_GPU_WORK))
+    is_task = cpu_task | gpu_task
+    rows = np.flatnonzero(is_task)  # already sorted by (processor, ts, -dur)
+
+    kind = np.empty(rows.size, dtype=np.int8)
+    c = cat[rows]
+    kind[:] = int(TaskKind.CPU_OP)
+    kind[np.isin(c, (int(Category.RUNTIME), int(Category.DRIVER)))] = int(TaskKind.RUNTIME)
+    kind[gloo[rows]] = int(TaskKind.CPU_COMM)
+    for cval, tk in _GPU_WORK.items():
+        kind[c == cval] = int(tk)
+    comm_names = np.array([is_comm_kernel(n) for n in names], dtype=bool)
+    kern = c == int(Category.KERNEL)
+    kind[kern & comm_names[ev.name_idx[rows]]] = int(TaskKind.COMM)
+
+    origin = int(ev.ts_ns[rows].min()) if rows.size else 0
+    procs_used = np.unique(ev.processor_idx[rows])
+    out_ev: list[NDArray[np.int64]] = []
+    out_kind: list[NDArray[np.int8]] = []
+    out_proc: list[NDArray[np.int32]] = []
+    out_ts: list[NDArray[np.int64]] = []
+    out_dur: list[NDArray[np.int64]] = []
+    out_wait: list[NDArray[np.bool_]] = []
+    ptr = [0]
+    p_rows = ev.processor_idx[rows]
+    bounds = np.searchsorted(p_rows, procs_used, side="left")
+    bounds_hi = np.searchsorted(p_rows, procs_used, side="right")
+    for gp, (lo, hi) in enumerate(zip(bounds.tolist(), bounds_hi.tolist(), strict=True)):
+        r = rows[lo:hi]
+        k = kind[lo:hi]
+        wait = blocking_copy[r]
+        n_extra = int(wait.sum())
+        n = 1 + r.size + n_extra
+        e_col = np.empty(n, dtype=np.int64)
+        k_col = np.empty(n, dtype=np.int8)
+        w_col = np.zeros(n, dtype=bool)
+        # position of each real task after inserting the anchor and the [wait] tasks
+        pos = 1 + np.arange(r.size) + np.concatenate(([0], np.cumsum(wait)[:-1])).astype(np.int64)
+        e_col[0] = START
+        k_col[0] = int(TaskKind.CPU_OP if k.size and k[0] in (0, 1, 6) else TaskKind.KERNEL)
+        e_col[pos] = r
+        k_col[pos] = k
+        wpos = pos[wait] + 1
+        e_col[wpos] = r[wait]
+        k_col[wpos] = int(TaskKind.RUNTIME)
+        w_col[wpos] = True
+        ts = np.empty(n, dtype=np.int64)
+        dur = np.zeros(n, dtype=np.int64)
+        ts[0] = origin
+        ts[pos] = ev.ts_ns[r]
+        dur[pos] = ev.dur_ns[r]
+        ts[wpos] = ev.ts_ns[r[wait]] + ev.dur_ns[r[wait]]  # refined by the sync pass
+        out_ev.append(e_col)
+        out_kind.append(k_col)
+        out_proc.append(np.full(n, gp, dtype=np.int32))
+        out_ts.append(ts)
+        out_dur.append(dur)
+        out_wait.append(w_col)
+        ptr.append(ptr[-1] + n)
+    if not out_ev:
+        z = np.zeros(0, dtype=np.int64)
+        return TaskLayout(
+            z, z.astype(np.int8), z.astype(np.int32), z, z, z.astype(bool),
+            np.zeros(1, dtype=np.int64), procs_used.astype(np.int32), origin,
+        )  # fmt: skip
+    return TaskLayout(
+        event_idx=np.concatenate(out_ev),
+        kind=np.concatenate(out_kind),
+        processor_idx=np.concatenate(out_proc),
+        ts_ns=np.concatenate(out_ts),
+        dur_ns=np.concatenate(out_dur),
+        is_wait=np.concatenate(out_wait),
+        proc_ptr=np.asarray(ptr, dtype=np.int64),
+        processors=procs_used.astype(np.int32),
+        origin_ns=origin,
+    )

@@ -1,0 +1,139 @@
+"""build_graph on real traces: replay reproduces the steps, and the model is causal.
+
+Replay uses calibrated delays, so matching the trace alone proves little; the perturbation
+tests prove the dependencies are real: change one task and the right things move.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tests.conftest import DATA
+
+from lumos.examples_data import example_trace_path
+from lumos.graph.build import build_graph
+from lumos.graph.model import DepKind, ExecGraph, TaskKind, WaitKind
+from lumos.ingest.kineto import read_kineto
+from lumos.sim import simulate
+
+REPLAY_TRACES = [
+    "alltoall_4streams/control.json.gz",
+    "v100_stream_wait_event/df_index_resolver.json.gz",
+    "sendrecv_5streams/sampled_rank-0.json.gz",
+    "sendrecv_5streams/sampled_rank-1.json.gz",
+    "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz",
+    "rccl_mi300/resnet_act_checkpoint.json.gz",
+    "cuda_event_sync/event_sync_trace.json.gz",
+    "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+]
+
+
+def step_errors(g: ExecGraph) -> list[float]:
+    r = simulate(g)
+    covered = g.annotations.first_task_idx >= 0
+    return [s["error"] for s, c in zip(r.steps(), covered, strict=True) if c]
+
+
+@pytest.fixture(scope="module")
+def nccl_graph() -> ExecGraph:
+    return build_graph(read_kineto(example_trace_path()))
+
+
+@pytest.mark.parametrize("name", REPLAY_TRACES)
+def test_replay_matches_measured_steps(name):
+    g = build_graph(read_kineto(DATA / name))
+    g.validate()
+    errs = step_errors(g)
+    assert errs, "trace has ProfilerSteps"
+    assert max(abs(e) for e in errs) < 0.01
+
+
+def test_nccl_graph_has_every_dependency_kind(nccl_graph):
+    kinds = set(np.unique(nccl_graph.edges.kind).tolist())
+    for k in (DepKind.INTRA_THREAD, DepKind.LAUNCH, DepKind.INTRA_STREAM, DepKind.INTER_STREAM):
+        assert int(k) in kinds
+    assert len(nccl_graph.waits) >= 17
+    comm = nccl_graph.tasks.kind == int(TaskKind.COMM)
+    assert int(comm.sum()) == 21
+    sizes = nccl_graph.comms.size_bytes[nccl_graph.tasks.comm_idx[comm]]
+    assert (sizes > 0).all()
+
+
+def _blocking_stream_wait(g: ExecGraph, r) -> tuple[int, int]:
+    """A STREAM wait whose sync task started exactly when its waited GPU task ended."""
+    s, e = r.starts(), r.ends()
+    for i in range(len(g.waits)):
+        if g.waits.kind[i] != int(WaitKind.STREAM):
+            continue
+        task = int(g.waits.task_idx[i])
+        stream = int(g.waits.target_processor_idx[i])
+        on_stream = np.flatnonzero(g.tasks.processor_idx == stream)
+        done_at_start = on_stream[e[on_stream] == s[task]]
+        if done_at_start.size:
+            return task, int(done_at_start[0])
+    raise AssertionError("no blocking stream synchronize in this trace")
+
+
+def test_doubling_a_waited_kernel_delays_the_cpu_by_the_added_time():
+    g = build_graph(read_kineto(DATA / "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz"))
+    r = simulate(g)
+    sync, kernel = _blocking_stream_wait(g, r)
+    added = int(g.tasks.dur_ns[kernel])
+    assert added > 0
+    dur = g.tasks.dur_ns.copy()
+    dur[kernel] *= 2
+    r2 = simulate(g.with_durations(dur))
+    assert r2.ends()[kernel] - r.ends()[kernel] == added
+    assert r2.starts()[sync] - r.starts()[sync] == added
+    # and the thread's next task moves with it
+    nxt = sync + 1
+    assert r2.starts()[nxt] - r.starts()[nxt] == added
+
+
+def test_shrinking_a_kernel_hidden_under_communication_does_not_shorten_the_step(nccl_graph):
+    g = nccl_graph
+    r = simulate(g)
+    s, e = r.starts(), r.ends()
+    t = g.tasks
+    comm = np.flatnonzero(t.kind == int(TaskKind.COMM))
+    compute = np.flatnonzero(t.kind == int(TaskKind.KERNEL))
+    # compute kernels of step 5 that run entirely under an all-reduce
+    step = 1
+    a = g.annotations
+    lo_t, hi_t = s[a.first_task_idx[step]], e[a.last_task_idx[step]]
+    in_step = [c for c in comm if lo_t <= s[c] < hi_t]
+    hidden = [k for c in in_step for k in compute if s[k] >= s[c] and e[k] <= e[c]]
+    assert len(hidden) > 10, "backward compute overlaps the gradient all-reduces"
+    k = max(hidden, key=lambda k: t.dur_ns[k])
+    dur = t.dur_ns.copy()
+    dur[k] //= 2
+    before = r.steps()[step]["predicted_ns"]
+    after = simulate(g.with_durations(dur)).steps()[step]["predicted_ns"]
+    assert after >= before
+
+
+def test_removing_inter_stream_edges_lets_consumers_start_early(nccl_graph):
+    g = nccl_graph
+    r = simulate(g)
+    x = g.edges.kind == int(DepKind.INTER_STREAM)
+    binding = [
+        int(d)
+        for s_, d, dl in zip(g.edges.src[x], g.edges.dst[x], g.edges.delay_ns[x], strict=True)
+        if r.starts()[d] == r.ends()[s_] + dl
+    ]
+    assert binding
+    r2 = simulate(g.drop_edges([DepKind.INTER_STREAM]))
+    moved = [d for d in binding if r2.starts()[d] < r.starts()[d]]
+    assert len(moved) >= len(binding) // 2
+    assert r2.makespan_ns <= r.makespan_ns
+
+
+def test_graph_never_reads_future(nccl_graph):
+    """Every edge points from a task that ended (in the recording) before its target began."""
+    g = nccl_graph
+    t = g.tasks
+    end = t.ts_ns + t.dur_ns
+    e = g.edges
+    # allowing the calibrated negative launch latency (a kernel starting as its call returns)
+    ok = t.ts_ns[e.dst] >= end[e.src] + np.minimum(e.delay_ns, 0) - 1_000
+    assert ok.mean() > 0.999
