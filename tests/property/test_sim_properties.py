@@ -65,3 +65,17 @@ def test_removing_an_edge_never_delays_anything(g: ExecGraph, data: st.DataObjec
 def test_shorter_tasks_never_delay_anything_without_waits(g: ExecGraph) -> None:
     half = g.with_durations(g.tasks.dur_ns // 2)
     assert (simulate(half).start_ns <= simulate(g).start_ns).all()
+
+
+@SETTINGS
+@given(exec_graphs())
+def test_critical_path_adds_up_to_the_makespan(g: ExecGraph) -> None:
+    from lumos.report.metrics import critical_path
+
+    r = simulate(g)
+    cp = critical_path(r)
+    assert sum(cp.kind_ns.values()) == r.makespan_ns
+    assert sum(cp.delay_ns.values()) == cp.kind_ns["delay"]
+    assert all(v >= 0 for v in cp.delay_ns.values())
+    if g.num_tasks:
+        assert r.end_ns[cp.tasks[0]] == r.makespan_ns

@@ -97,6 +97,9 @@ def test_critical_path_of_a_stream_sync() -> None:
     assert cp.kind_ns["cpu_op"] == 10 and cp.kind_ns["delay"] == 16
     assert sum(cp.kind_ns.values()) == cp.length_ns == r.makespan_ns
     assert abs(sum(cp.share.values()) - 1.0) < 1e-12
+    # 13 ns launch latency + 3 ns CPU gap before aten::add; the sync waited with no gap
+    assert cp.delay_ns["launch"] == 13 and cp.delay_ns["intra_thread"] == 3
+    assert sum(cp.delay_ns.values()) == cp.kind_ns["delay"]
 
 
 def test_critical_path_crosses_ranks_through_a_collective() -> None:

@@ -21,14 +21,14 @@ so the same call measures the trace (``ts_ns``, ``ts_ns + dur_ns``) and a replay
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos.graph.model import ExecGraph, ProcessorKind, TaskKind
+from lumos.graph.model import DepKind, ExecGraph, ProcessorKind, TaskKind
 from lumos.sim import _kernel
 from lumos.sim.result import SimResult
 
@@ -216,13 +216,17 @@ class CriticalPath:
 
     ``tasks`` are global task indices of the result (graph ``graph_of[i]``, local index
     ``tasks[i] - result.task_offsets[graph_of[i]]``); ``share`` maps each task kind's lower-case
-    name, and ``"delay"`` (edge delays and waiting), to its share of ``length_ns``.
+    name, and ``"delay"`` (edge delays and waiting), to its share of ``length_ns``. ``delay_ns``
+    splits the delay by what explains it: a dependency kind's lower-case name (edge delays,
+    e.g. ``intra_thread`` = CPU overhead between ops, ``launch`` = launch latency), or
+    ``"processor"`` / ``"wait"`` / ``"start"`` (time before the first task).
     """
 
     tasks: NDArray[np.int64]
     graph_of: NDArray[np.int64]
     length_ns: int
     kind_ns: dict[str, int]
+    delay_ns: dict[str, int] = field(default_factory=dict)
 
     @property
     def share(self) -> dict[str, float]:
@@ -234,6 +238,8 @@ class CriticalPath:
 def _walk(start, end, cause_kind, cause_ref, edge_src, last):  # pragma: no cover - compiled
     path = np.empty(len(start), dtype=np.int64)
     gap = np.zeros(len(start), dtype=np.int64)
+    via = np.zeros(len(start), dtype=np.int8)  # cause kind that explains gap[k]
+    via_ref = np.full(len(start), -1, dtype=np.int64)
     k = 0
     t = last
     while t >= 0:
@@ -246,6 +252,8 @@ def _walk(start, end, cause_kind, cause_ref, edge_src, last):  # pragma: no cove
             ref = cause_ref[t2]
         else:
             ref = cause_ref[t]
+        via[k] = kind
+        via_ref[k] = ref
         if kind == _kernel.CAUSE_NONE:
             gap[k] = start[t]
             k += 1
@@ -254,7 +262,7 @@ def _walk(start, end, cause_kind, cause_ref, edge_src, last):  # pragma: no cove
         gap[k] = start[t] - end[p]
         k += 1
         t = p
-    return path[:k], gap[:k]
+    return path[:k], gap[:k], via[:k], via_ref[:k]
 
 
 def critical_path(result: SimResult) -> CriticalPath:
@@ -271,16 +279,26 @@ def critical_path(result: SimResult) -> CriticalPath:
     )
     kinds = np.concatenate([g.tasks.kind for g in graphs])
     last = int(np.argmax(result.end_ns))
-    path, gap = _walk(
+    path, gap, via, via_ref = _walk(
         result.start_ns, result.end_ns, result.cause_kind, result.cause_ref, edge_src, last
     )
+    edge_kind = np.concatenate([g.edges.kind for g in graphs])
+    labels = [d.name.lower() for d in DepKind]
+    delay_ns = dict.fromkeys([*labels, "processor", "wait", "start"], 0)
+    is_edge = via == _kernel.CAUSE_EDGE
+    per_dep = np.bincount(edge_kind[via_ref[is_edge]], weights=gap[is_edge], minlength=len(labels))
+    for i, name in enumerate(labels):
+        delay_ns[name] = int(per_dep[i])
+    delay_ns["processor"] = int(gap[via == _kernel.CAUSE_PROCESSOR].sum())
+    delay_ns["wait"] = int(gap[via == _kernel.CAUSE_WAIT].sum())
+    delay_ns["start"] = int(gap[via == _kernel.CAUSE_NONE].sum())
     dur = result.end_ns[path] - result.start_ns[path]
     per_kind = np.bincount(kinds[path], weights=dur, minlength=len(names))
     for i, name in enumerate(names):
         kind_ns[name] = int(per_kind[i])
     kind_ns["delay"] = int(gap.sum())
     graph_of = np.searchsorted(result.task_offsets, path, side="right") - 1
-    return CriticalPath(path, graph_of.astype(np.int64), result.makespan_ns, kind_ns)
+    return CriticalPath(path, graph_of.astype(np.int64), result.makespan_ns, kind_ns, delay_ns)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,6 +363,7 @@ def replay_summary(result: SimResult, gi: int = 0, bin_ns: int = 1_000_000) -> d
         },
         "critical_path": cp.share,
         "critical_path_ns": cp.kind_ns,
+        "critical_path_delay_ns": cp.delay_ns,
         "makespan_ns": result.makespan_ns,
         "diagnostics": {**g.diagnostics.to_dict(), **result.diagnostics.to_dict()},
     }
