@@ -5,7 +5,7 @@
 1. **collect**: ``python -m torch.distributed.run --nproc-per-node 2 -m lumos.examples.gpt``
    under :func:`lumos.collect.run_collect` (gloo, Kineto + Execution Trace of 3 steps per rank);
 2. **replay**: build the execution graph and simulate it; compare with the measured steps;
-3. **what-if**: one estimate on the replayed graph;
+3. **what-if**: the replayed run with communication, then compute, 2x faster;
 4. **report**: ``report.html`` (and the figures as SVG) in the output directory.
 
 Stages 2-4 need the replay API (:mod:`lumos.graph`, :mod:`lumos.sim`); until it is present the
@@ -15,15 +15,19 @@ demo stops after collection and says so (:attr:`DemoResult.stopped_because`).
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lumos._io import atomic_write
 from lumos.collect import CollectConfig, read_manifest, run_collect, torchrun_command
 from lumos.collect._torch import require_torch
 from lumos.errors import LumosError
+from lumos.report.figures import write_figures
+from lumos.report.html import write_report
 
 __all__ = ["DEMO_STEPS", "DemoResult", "run_demo"]
 
@@ -88,12 +92,107 @@ def _last_line(path: Path) -> str:
 def _replay_api() -> dict[str, Any] | None:
     """The replay entry points, or None while they are not in this install."""
     api: dict[str, Any] = {}
-    for module, name in (("lumos.graph", "build_graph"), ("lumos.sim", "simulate")):
-        try:
-            api[name] = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
+    wanted = (
+        ("lumos.ingest.kineto", "read_kineto"),
+        ("lumos.graph", "build_graph"),
+        ("lumos.graph.model", "Workload"),
+        ("lumos.sim", "simulate"),
+        ("lumos.sim", "TracedCost"),
+        ("lumos.report.metrics", "replay_summary"),
+        ("lumos.report.perfetto", "write_chrome_trace"),
+    )
+    for module, name in wanted:
+        # Prefer the public name; fall back to the defining module while exports settle.
+        for mod in (module, f"{module}.build") if name == "build_graph" else (module,):
+            try:
+                api[name] = getattr(importlib.import_module(mod), name)
+                break
+            except (ImportError, AttributeError):
+                continue
+        else:
             return None
     return api
+
+
+class _Faster:
+    """What-if cost model: tasks of some kinds ``factor`` times faster than traced.
+
+    Wraps a base cost model (the traced one): tasks whose :class:`~lumos.graph.model.TaskKind`
+    is in ``kinds`` are divided by ``factor``; with ``comm``, so is every collective's transfer
+    time. Delays between tasks (framework overhead) are left as traced.
+    """
+
+    def __init__(self, base: Any, kinds: tuple[int, ...], factor: float, *, comm: bool) -> None:
+        self.base = base
+        self.kinds = kinds
+        self.factor = factor
+        self.comm = comm
+
+    def durations(self, graph: Any) -> Any:
+        import numpy as np
+
+        d = np.array(self.base.durations(graph), dtype=np.int64)
+        sel = np.isin(graph.tasks.kind, self.kinds)
+        d[sel] = np.rint(d[sel] / self.factor).astype(np.int64)
+        return d
+
+    def transfer_ns(self, workload: Any, groups: Any, durations: Any) -> Any:
+        import numpy as np
+
+        t = np.asarray(self.base.transfer_ns(workload, groups, durations), dtype=np.int64)
+        return np.rint(t / self.factor).astype(np.int64) if self.comm else t
+
+
+def _what_ifs(api: dict[str, Any]) -> list[tuple[str, _Faster]]:
+    from lumos.graph.model import TaskKind as K
+
+    traced = api["TracedCost"]()
+    return [
+        ("communication 2x faster", _Faster(traced, (K.COMM, K.CPU_COMM), 2.0, comm=True)),
+        ("compute 2x faster", _Faster(traced, (K.CPU_OP, K.KERNEL), 2.0, comm=False)),
+    ]
+
+
+def _mean_step_ns(steps: list[dict[str, Any]], key: str) -> float:
+    vals = [float(s[key]) for s in steps if s.get(key) is not None]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def _replay(out: Path, manifest_path: Path, api: dict[str, Any], say: Progress) -> dict[str, Any]:
+    """Replay the collected run and one what-if; the ``replay.json`` content (rank 0's view)."""
+    run = read_manifest(manifest_path)
+    say(f"building the execution graph of {len(run.ranks)} ranks")
+    graphs = [api["build_graph"](api["read_kineto"](r.kineto)) for r in run.ranks]
+    workload = api["Workload"](tuple(graphs))
+    say("replaying the run in the simulator")
+    sim = api["simulate"](workload)
+    summary = api["replay_summary"](sim, 0)
+    api["write_chrome_trace"](out / "replay.perfetto.json", workload, sim)
+    base_ns = _mean_step_ns(summary["steps"], "predicted_ns")
+    what_if: list[dict[str, Any]] = [
+        {"scenario": "replay (as traced)", "step_ns": round(base_ns), "speedup": 1.0}
+    ]
+    for name, cost in _what_ifs(api):
+        say(f"what-if: {name}")
+        wi_ns = _mean_step_ns(api["simulate"](workload, cost).steps(0), "predicted_ns")
+        what_if.append(
+            {"scenario": name, "step_ns": round(wi_ns), "speedup": round(base_ns / wi_ns, 4)}
+        )
+    d = run.data
+    rel = os.path.relpath
+    perfetto = {f"measured, rank {r.rank}": rel(r.kineto, out) for r in run.ranks}
+    perfetto["simulated (all ranks)"] = "replay.perfetto.json"
+    return {
+        **summary,
+        "title": f"lumos demo: bundled GPT, {d.get('world_size')} ranks, "
+        f"{d.get('backend')} on {d.get('device')}",
+        "what_if": what_if,
+        "perfetto": perfetto,
+        "run": {
+            k: d.get(k)
+            for k in ("world_size", "backend", "device", "parallel", "schedule", "torch_version")
+        },
+    }
 
 
 def run_demo(out_dir: str | os.PathLike[str], progress: Progress | None = None) -> DemoResult:
@@ -116,6 +215,12 @@ def run_demo(out_dir: str | os.PathLike[str], progress: Progress | None = None) 
             "install yet; the collected traces are ready for it"
         )
         return result
-    # Replay, what-if and report plug in here once the replay API has landed.
-    result.stopped_because = "replay is not wired into the demo yet"
+    data = _replay(out, manifest, api, say)
+    result.replay = out / "replay.json"
+    with atomic_write(result.replay) as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    say("writing the report")
+    result.report = write_report(data, out / "report.html")
+    result.figures = write_figures(data, out / "figures")
     return result

@@ -92,7 +92,7 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
         for side in ("measured", "predicted")
         if sm.get(side)
     )
-    if sm_series:  # a CPU-only run has no GPU stream, hence no curve
+    if sm_series and int(sm.get("device", 0)) >= 0:  # device -1: a CPU-only run, no curve
         bin_ms = _ms(sm.get("bin_ns", 1_000_000))
         figs.append(
             Figure(
@@ -108,7 +108,7 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
         )
     cp = result.get("critical_path")
     if cp:
-        kinds = tuple(cp)
+        kinds = tuple(k for k in cp if float(cp[k]) > 0)  # kinds absent from the path: no slot
         figs.append(
             Figure(
                 name="critical_path",

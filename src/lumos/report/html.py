@@ -243,7 +243,7 @@ def render_report(result: dict[str, Any], *, title: str | None = None) -> str:
     if "sm_util" in figs:
         parts.append("<section><h2>SM utilization</h2>" + figs["sm_util"] + "</section>")
     if "critical_path" in figs:
-        cp_rows = [{"kind": k, "share": v} for k, v in data["critical_path"].items()]
+        cp_rows = [{"kind": k, "share": v} for k, v in data["critical_path"].items() if v > 0]
         parts.append(
             "<section><h2>Critical path</h2>"
             + figs["critical_path"]

@@ -16,7 +16,7 @@ __all__ = ["PALETTE", "bar_chart", "line_chart", "nice_ticks", "stacked_hbar"]
 # Colour-blind-safe (Okabe-Ito), measured first, predicted second.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
 _FONT = 'font-family="system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif"'
-_M_LEFT, _M_RIGHT, _M_TOP, _M_BOTTOM = 64, 16, 34, 46
+_M_LEFT, _M_RIGHT, _M_TOP, _M_BOTTOM = 64, 16, 50, 46
 
 
 def _f(x: float) -> str:
@@ -65,12 +65,13 @@ def _frame(width: int, height: int, title: str, body: list[str], legend: Sequenc
     parts.append(
         f'<text x="{_M_LEFT}" y="20" font-size="14" font-weight="600">{escape(title)}</text>'
     )
-    x = width - _M_RIGHT
-    for i, name in reversed(list(enumerate(legend))):
-        x -= 12 + 7 * len(name) + 14
+    # Legend on its own row under the title, left to right (never over the title).
+    x = _M_LEFT
+    for i, name in enumerate(legend):
         color = PALETTE[i % len(PALETTE)]
-        parts.append(f'<rect x="{x}" y="10" width="10" height="10" fill="{color}"/>')
-        parts.append(f'<text x="{x + 14}" y="19">{escape(name)}</text>')
+        parts.append(f'<rect x="{x}" y="28" width="10" height="10" fill="{color}"/>')
+        parts.append(f'<text x="{x + 14}" y="37">{escape(name)}</text>')
+        x += 14 + 7 * len(name) + 16
     parts.extend(body)
     parts.append("</svg>")
     return "".join(parts)
