@@ -1,0 +1,130 @@
+"""Chakra read/write speed on a synthetic ET, and the ratio against mlc-chakra's reader.
+
+    .venv/bin/python benchmarks/bench_chakra.py [--nodes 1000000] [--upstream-nodes N]
+
+Builds a trace of ``--nodes`` nodes (COMP nodes with 2 data deps and 1 ctrl dep, every 10th a
+COMM_COLL with comm_type/comm_size, 200 distinct names, 1-3 attributes per node), writes it with
+``write_chakra``, reads it back with ``read_chakra`` and, when the ``chakra`` package
+(mlc-chakra) is importable, reads the same file with its protobuf reader (``protolib``), which
+is slow: ``--upstream-nodes`` caps how many of its nodes are timed (the rate is per node).
+Prints nodes/s, MB/s and peak RSS. Timings are wall-clock, best of ``--repeat``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from lumos.chakra import NodeType, attr, read_chakra, write_chakra
+from lumos.chakra.attrs import encode_attr
+from lumos.chakra.trace import ChakraMetadata, ChakraTrace
+
+
+def synthetic(n: int) -> ChakraTrace:
+    bodies = [encode_attr(a) for a in (attr("is_cpu_op", False), attr("comm_type", 0),
+                                       attr("comm_size", 1 << 20))]  # fmt: skip
+    blob = np.frombuffer(b"".join(bodies), dtype=np.uint8)
+    offs = np.cumsum([0] + [len(b) for b in bodies])[:-1]
+    is_comm = (np.arange(n) % 10) == 9
+    n_attr = np.where(is_comm, 3, 1)
+    attr_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(n_attr, out=attr_ptr[1:])
+    slot = np.arange(attr_ptr[-1]) - np.repeat(attr_ptr[:-1], n_attr)
+    ids = np.arange(1, n + 1, dtype=np.uint64)
+    data = np.stack([np.maximum(ids - 1, 1), np.maximum(ids - 2, 1)], axis=1).ravel()
+    data_ptr = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    empty_i = np.zeros(0, np.int64)
+    return ChakraTrace(
+        metadata=ChakraMetadata.build("0.0.4", [attr("schema", "synthetic")]),
+        node_id=ids, name_idx=(np.arange(n) % 200).astype(np.int32),
+        names=tuple(f"aten::op_{k}" for k in range(200)),
+        node_type=np.where(is_comm, NodeType.COMM_COLL_NODE, NodeType.COMP_NODE).astype(np.int8),
+        ctrl_ptr=np.arange(n + 1, dtype=np.int64), ctrl_deps=np.maximum(ids // 2, 1),
+        data_ptr=data_ptr, data_deps=data,
+        start_time_micros=np.zeros(n, np.uint64),
+        duration_micros=rng.integers(1, 5000, n).astype(np.uint64), blob=blob,
+        inputs_off=np.zeros(n, np.int64), inputs_len=np.full(n, -1, np.int64),
+        outputs_off=np.zeros(n, np.int64), outputs_len=np.full(n, -1, np.int64),
+        attr_ptr=attr_ptr, attr_off=offs[slot].astype(np.int64),
+        attr_len=np.array([len(b) for b in bodies], np.int64)[slot],
+        attr_name_idx=slot.astype(np.int32), attr_names=("is_cpu_op", "comm_type", "comm_size"),
+        attr_kind=np.array([27, 9, 9], np.int8)[slot],
+        attr_int=np.array([0, 0, 1 << 20], np.int64)[slot], attr_float=np.zeros(slot.size),
+        unk_ptr=np.zeros(n + 1, np.int64), unk_off=empty_i, unk_len=empty_i,
+    )  # fmt: skip
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def upstream_rate(path: Path, limit: int, extract: bool) -> float | None:
+    """Upstream nodes/s: parse only, or parse and pull out what ``read_chakra`` returns."""
+    try:
+        from chakra.schema.protobuf import et_def_pb2
+        from chakra.src.third_party.utils.protolib import decodeMessage
+    except ImportError:
+        return None
+    t0 = time.perf_counter()
+    count = 0
+    with open(path, "rb") as f:
+        decodeMessage(f, et_def_pb2.GlobalMetadata())
+        while count < limit:
+            node = et_def_pb2.Node()
+            if not decodeMessage(f, node):
+                break
+            if extract:
+                _ = (node.id, node.name, node.type, list(node.data_deps), list(node.ctrl_deps),
+                     node.duration_micros, [(a.name, a.WhichOneof("value")) for a in node.attr])  # fmt: skip
+            count += 1
+    return count / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=1_000_000)
+    ap.add_argument("--upstream-nodes", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    trace = synthetic(args.nodes)
+    read_chakra(write_chakra(synthetic(100), Path(tempfile.mkdtemp()) / "warm.et")[0])  # compile
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "bench.0.et"
+        t_write = best(lambda: write_chakra(trace, path), args.repeat)
+        mb = path.stat().st_size / 1e6
+        t_read = best(lambda: read_chakra(path), args.repeat)
+        t_comm = best(lambda: read_chakra(path).comm, 1)
+        n = args.nodes
+        print(f"file: {n:,} nodes, {mb:.1f} MB")
+        print(
+            f"write_chakra: {n / t_write:12,.0f} nodes/s  {mb / t_write:8.1f} MB/s  ({t_write:.2f} s)"
+        )
+        print(
+            f"read_chakra : {n / t_read:12,.0f} nodes/s  {mb / t_read:8.1f} MB/s  ({t_read:.2f} s)"
+        )
+        print(f"read + comm columns: {n / t_comm:12,.0f} nodes/s")
+        for extract in (False, True):
+            up = upstream_rate(path, args.upstream_nodes, extract)
+            if up is None:
+                print("mlc-chakra not installed: no upstream comparison")
+                break
+            what = "parse + field access" if extract else "parse only"
+            print(f"mlc-chakra protolib reader ({what}): {up:,.0f} nodes/s "
+                  f"(first {args.upstream_nodes:,} nodes); read_chakra is {n / t_read / up:.1f}x")  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS: {peak:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
