@@ -271,8 +271,10 @@ def critical_path(result: SimResult) -> CriticalPath:
     n = len(result.start_ns)
     names = [k.name.lower() for k in TaskKind]
     kind_ns = dict.fromkeys([*names, "delay"], 0)
+    labels = [d.name.lower() for d in DepKind]
+    delay_ns = dict.fromkeys([*labels, "processor", "wait", "start"], 0)
     if n == 0:
-        return CriticalPath(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, kind_ns)
+        return CriticalPath(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, kind_ns, delay_ns)
     graphs = result.graphs
     edge_src = np.concatenate(
         [g.edges.src.astype(np.int64) + result.task_offsets[i] for i, g in enumerate(graphs)]
@@ -282,9 +284,13 @@ def critical_path(result: SimResult) -> CriticalPath:
     path, gap, via, via_ref = _walk(
         result.start_ns, result.end_ns, result.cause_kind, result.cause_ref, edge_src, last
     )
+    dur = result.end_ns[path] - result.start_ns[path]
+    # a negative gap (kernel starting inside its launch call): only the part of the source
+    # before the successor started is on the path
+    overlap = np.maximum(-gap, 0)
+    dur[1:] -= overlap[:-1]
+    gap = np.maximum(gap, 0)
     edge_kind = np.concatenate([g.edges.kind for g in graphs])
-    labels = [d.name.lower() for d in DepKind]
-    delay_ns = dict.fromkeys([*labels, "processor", "wait", "start"], 0)
     is_edge = via == _kernel.CAUSE_EDGE
     per_dep = np.bincount(edge_kind[via_ref[is_edge]], weights=gap[is_edge], minlength=len(labels))
     for i, name in enumerate(labels):
@@ -292,7 +298,6 @@ def critical_path(result: SimResult) -> CriticalPath:
     delay_ns["processor"] = int(gap[via == _kernel.CAUSE_PROCESSOR].sum())
     delay_ns["wait"] = int(gap[via == _kernel.CAUSE_WAIT].sum())
     delay_ns["start"] = int(gap[via == _kernel.CAUSE_NONE].sum())
-    dur = result.end_ns[path] - result.start_ns[path]
     per_kind = np.bincount(kinds[path], weights=dur, minlength=len(names))
     for i, name in enumerate(names):
         kind_ns[name] = int(per_kind[i])
