@@ -38,7 +38,12 @@ def test_batches_are_seeded():
 
 
 def test_one_process_run_trains_and_reports(monkeypatch, capsys):
-    for var in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LUMOS_COLLECT_DIR"):
+    from lumos.collect import free_port
+
+    # Set what the script would otherwise set in os.environ itself, so that it is undone.
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LUMOS_COLLECT_DIR"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     assert gpt.main(["--steps", "2", *TINY]) == 0
     assert "gpt ddp on 1 rank(s), cpu: 2 steps" in capsys.readouterr().out
