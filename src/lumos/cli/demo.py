@@ -26,19 +26,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     require_torch("lumos demo")
     from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
     from lumos.examples.demo import run_demo
 
     console = Console(stderr=True)
     t0 = time.monotonic()
     if console.is_terminal:
-        with console.status("starting the demo") as status:
+        columns = (SpinnerColumn(finished_text="[green]✓"), TextColumn("{task.description}"),
+                   TimeElapsedColumn())  # fmt: skip
+        with Progress(*columns, console=console) as bar:
+            current: list[TaskID] = []
 
             def progress(msg: str) -> None:
-                console.log(msg)
-                status.update(msg)
+                # One line per stage: the previous stage is done when the next one starts.
+                for task in current:
+                    bar.update(task, total=1, completed=1)
+                current[:] = [bar.add_task(msg, total=None)]
 
             result = run_demo(args.out, progress)
+            for task in current:
+                bar.update(task, total=1, completed=1)
     else:
         result = run_demo(args.out)
     elapsed = time.monotonic() - t0

@@ -58,7 +58,7 @@ def _quiet(_: str) -> None:
 def _collect(out_dir: Path, progress: Progress) -> Path:
     run_dir = out_dir / "run"
     log = out_dir / "collect.log"
-    progress(f"collecting the bundled GPT workload on 2 CPU ranks (log: {log})")
+    progress("collecting the bundled GPT workload on 2 CPU ranks")
     config = CollectConfig(
         run_dir=run_dir, steps=DEMO_STEPS, warmup=1, wait=1, execution_trace=True
     )
