@@ -82,3 +82,20 @@ def test_pipeline_two_gloo_ranks(tmp_path):
         names = {e.get("name") for e in _events(r.kineto)}
         assert {"c10d::send", "c10d::recv_"} <= names
         assert r.et is None
+
+
+@pytest.mark.slow
+def test_ddp_replay_predicts_each_step_within_5_percent(ddp_run):
+    """Acceptance (issue 6): the replay of the collected run, against its own measured steps."""
+    graph_build = pytest.importorskip("lumos.graph.build")
+    from lumos.graph.model import Workload
+    from lumos.ingest.kineto import read_kineto
+    from lumos.sim import simulate
+
+    graphs = [graph_build.build_graph(read_kineto(r.kineto)) for r in ddp_run.ranks]
+    result = simulate(Workload(tuple(graphs)))
+    for gi, g in enumerate(result.graphs):
+        steps = result.steps(gi)
+        assert [s["name"] for s in steps] == ["ProfilerStep#2", "ProfilerStep#3"], g.rank
+        for s in steps:
+            assert s["error"] is not None and abs(s["error"]) <= 0.05, (g.rank, s)
