@@ -137,3 +137,18 @@ def test_graph_never_reads_future(nccl_graph):
     # allowing the calibrated negative launch latency (a kernel starting as its call returns)
     ok = t.ts_ns[e.dst] >= end[e.src] + np.minimum(e.delay_ns, 0) - 1_000
     assert ok.mean() > 0.999
+
+
+def test_slower_gpu_stretches_steps_through_the_syncs(nccl_graph):
+    """A step that starts by waiting for the previous step's GPU work counts that wait."""
+    g = nccl_graph
+    base = [s["predicted_ns"] for s in simulate(g).steps()]
+    dur = g.tasks.dur_ns.copy()
+    gpu = np.isin(
+        g.tasks.kind,
+        [int(k) for k in (TaskKind.KERNEL, TaskKind.MEMCPY, TaskKind.MEMSET, TaskKind.COMM)],
+    )
+    dur[gpu] *= 10
+    slow = [s["predicted_ns"] for s in simulate(g.with_durations(dur)).steps()]
+    assert slow[0] == base[0]  # nothing waits on the GPU inside the first step
+    assert all(s > 1.5 * b for s, b in zip(slow[1:], base[1:], strict=True))

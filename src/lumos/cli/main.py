@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "report",
     "info",
+    "replay",
     "link",
     "chakra",
 )

@@ -362,6 +362,8 @@ def _task_names(
     real = layout.event_idx >= 0
     idx[real] = ev.name_idx[layout.event_idx[real]]
     idx[~real] = intern("<start>")
+    for m in np.flatnonzero(layout.mark >= 0).tolist():
+        idx[m] = intern(trace.steps.name[int(layout.mark[m])])
     for w in np.flatnonzero(layout.is_wait).tolist():
         idx[w] = intern(trace.names[int(ev.name_idx[layout.event_idx[w]])] + " [wait]")
     return tuple(names), idx
@@ -390,15 +392,17 @@ def _step_annotations(
         k: [] for k in ("name", "proc", "first", "last", "ts", "dur", "lead", "tail")
     }
     name_pos = {n: i for i, n in enumerate(names)}
+    mark_task = {int(layout.mark[m]): m for m in np.flatnonzero(layout.mark >= 0).tolist()}
     for k in range(len(steps)):
         gp = gp_of.get(int(steps.processor_idx[k]))
         s0, s1 = int(steps.ts_ns[k]), int(steps.ts_ns[k] + steps.dur_ns[k])
         first = last = -1
         if gp is not None:
             lo, hi = int(layout.proc_ptr[gp]) + 1, int(layout.proc_ptr[gp + 1])
-            a = lo + int(np.searchsorted(ts[lo:hi], s0, side="left"))
+            a = mark_task[k]
             b = lo + int(np.searchsorted(ts[lo:hi], s1, side="left")) - 1
-            if a <= b:
+            # the next step's marker sits at s1 and is excluded by the left search
+            if a < b:
                 first, last = a, b
         rows["name"].append(name_pos[steps.name[k]])
         rows["proc"].append(gp if gp is not None else 0)

@@ -37,7 +37,7 @@ _GPU_WORK = {
     int(Category.MEMSET): TaskKind.MEMSET,
 }
 START = -2  # event_idx of a processor's synthetic <start> task
-WAIT = -3  # event_idx offset marker of a synthetic [wait] task (see TaskLayout.wait_of)
+MARK = -4  # event_idx of a zero-cost marker where an iteration (ProfilerStep) begins
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,6 +55,7 @@ class TaskLayout:
     ts_ns: NDArray[np.int64]
     dur_ns: NDArray[np.int64]
     is_wait: NDArray[np.bool_]
+    mark: NDArray[np.int32]  # step row of a MARK task, -1 otherwise
     proc_ptr: NDArray[np.int64]
     processors: NDArray[np.int32]  # trace processor row of each graph processor
     origin_ns: int
@@ -92,8 +93,15 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
     """Pick task events (see the module docstring) and group them by processor.
 
     ``blocking_copy`` marks runtime calls that launched a copy and waited for it; each gets a
-    synthetic ``[wait]`` task right after it on its thread.
+    synthetic ``[wait]`` task right after it on its thread. Each ProfilerStep gets a zero-cost
+    ``MARK`` task on its thread at the step's start: the moment the thread *reached* the step,
+    so a step that begins by waiting (e.g. for the previous step's GPU work) counts that wait.
     """
+    marks_of: dict[int, list[tuple[int, int]]] = {}
+    for step in range(len(trace.steps)):
+        marks_of.setdefault(int(trace.steps.processor_idx[step]), []).append(
+            (int(trace.steps.ts_ns[step]), step)
+        )
     ev = trace.events
     names = trace.names
     cat = ev.cat
@@ -124,6 +132,7 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
     out_ts: list[NDArray[np.int64]] = []
     out_dur: list[NDArray[np.int64]] = []
     out_wait: list[NDArray[np.bool_]] = []
+    out_mark: list[NDArray[np.int32]] = []
     ptr = [0]
     p_rows = ev.processor_idx[rows]
     bounds = np.searchsorted(p_rows, procs_used, side="left")
@@ -153,17 +162,31 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
         ts[pos] = ev.ts_ns[r]
         dur[pos] = ev.dur_ns[r]
         ts[wpos] = ev.ts_ns[r[wait]] + ev.dur_ns[r[wait]]  # refined by the sync pass
+        m_col = np.full(n, -1, dtype=np.int32)
+        marks = sorted(marks_of.get(int(procs_used[gp]), []))
+        if marks:
+            m_ts = np.array([m[0] for m in marks], dtype=np.int64)
+            at = 1 + np.searchsorted(ts[1:], m_ts, side="left")
+            at = np.where((at < n) & w_col[np.minimum(at, n - 1)], at + 1, at)  # keep call+[wait]
+            e_col = np.insert(e_col, at, MARK)
+            k_col = np.insert(k_col, at, int(TaskKind.CPU_OP))
+            w_col = np.insert(w_col, at, False)
+            ts = np.insert(ts, at, m_ts)
+            dur = np.insert(dur, at, 0)
+            m_col = np.insert(m_col, at, np.array([m[1] for m in marks], dtype=np.int32))
+            n += len(marks)
         out_ev.append(e_col)
         out_kind.append(k_col)
         out_proc.append(np.full(n, gp, dtype=np.int32))
         out_ts.append(ts)
         out_dur.append(dur)
         out_wait.append(w_col)
+        out_mark.append(m_col)
         ptr.append(ptr[-1] + n)
     if not out_ev:
         z = np.zeros(0, dtype=np.int64)
         return TaskLayout(
-            z, z.astype(np.int8), z.astype(np.int32), z, z, z.astype(bool),
+            z, z.astype(np.int8), z.astype(np.int32), z, z, z.astype(bool), z.astype(np.int32),
             np.zeros(1, dtype=np.int64), procs_used.astype(np.int32), origin,
         )  # fmt: skip
     return TaskLayout(
@@ -173,6 +196,7 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
         ts_ns=np.concatenate(out_ts),
         dur_ns=np.concatenate(out_dur),
         is_wait=np.concatenate(out_wait),
+        mark=np.concatenate(out_mark),
         proc_ptr=np.asarray(ptr, dtype=np.int64),
         processors=procs_used.astype(np.int32),
         origin_ns=origin,

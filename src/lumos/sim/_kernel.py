@@ -91,7 +91,8 @@ def run(  # pragma: no cover - compiled
     in_count,  # int64[n] number of in-edges
     proc_ptr,  # int64[P+1] processor order CSR
     proc_task,  # int64[n]
-    launched0,  # int64[P] initial launched-up-to order per stream (-1)
+    launched0,  # int64[P] initial launched prefix per stream (-1)
+    flag0,  # int8[n] 1 for tasks submitted from the start (no launch edge, or not GPU work)
     wait_ptr,  # int64[n+1] CSR of waits by blocking task
     w_kind,  # int8[W]
     w_target,  # int64[W] stream (STREAM / EVENT) or -1
@@ -117,6 +118,7 @@ def run(  # pragma: no cover - compiled
     blocked = np.zeros(n, dtype=np.int64)
     captured = np.full(n, -1, dtype=np.int64)
     launched = launched0.copy()
+    flag = flag0.copy()
     n_groups = len(grp_transfer)
     arrived = np.zeros(n_groups, dtype=np.int64)
     latest_t = np.full(n_groups, -1, dtype=np.int64)
@@ -231,8 +233,11 @@ def run(  # pragma: no cover - compiled
                 if e_kind[e] == LAUNCH:
                     d = e_dst[e]
                     s = proc[d]
-                    if order[d] > launched[s]:
-                        launched[s] = order[d]
+                    flag[d] = 1
+                    lo = proc_ptr[s]
+                    hi = proc_ptr[s + 1]
+                    while lo + launched[s] + 1 < hi and flag[proc_task[lo + launched[s] + 1]] == 1:
+                        launched[s] += 1
             if rec_stream[m] >= 0:
                 s = rec_stream[m]
                 if launched[s] >= 0:

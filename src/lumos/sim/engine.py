@@ -76,7 +76,7 @@ def simulate(
     np.cumsum([len(g.processors) for g in graphs], out=p_off[1:])
     e_off = np.zeros(len(graphs) + 1, dtype=_I64)
     np.cumsum([g.num_edges for g in graphs], out=e_off[1:])
-    n, n_proc = int(t_off[-1]), int(p_off[-1])
+    n = int(t_off[-1])
 
     dur = np.array(_cat(list(durations)), dtype=_I64, copy=True)
     proc = _cat([g.tasks.processor_idx.astype(_I64) + p_off[i] for i, g in enumerate(graphs)])
@@ -116,9 +116,19 @@ def simulate(
     )
     launched_dst = np.zeros(n, dtype=bool)
     launched_dst[e_dst[e_kind == DepKind.LAUNCH]] = True
-    unl = is_gpu & ~launched_dst
-    launched0 = np.full(n_proc, -1, dtype=_I64)
-    np.maximum.at(launched0, proc[unl], order[unl])
+    # "launched so far" is the contiguous prefix of a stream's order whose tasks have all been
+    # launched: a sync never waits on a task queued behind work that is not submitted yet
+    # (with fixed stream order, waiting on it could deadlock when timing differs from the trace)
+    flag0 = (~is_gpu | ~launched_dst).astype(np.int8)
+    zeros = np.flatnonzero(flag0[proc_task] == 0)  # positions (processor order) not submitted
+    first_zero = proc_ptr[1:].copy()  # default: the whole processor is submitted
+    if len(zeros):
+        k = np.searchsorted(zeros, proc_ptr[:-1])
+        inside = k < len(zeros)
+        cand = zeros[np.minimum(k, len(zeros) - 1)]
+        inside &= cand < proc_ptr[1:]
+        first_zero[inside] = cand[inside]
+    launched0 = (first_zero - proc_ptr[:-1] - 1).astype(_I64)
 
     # devices: (graph, device id) -> global device, with their streams
     dev_keys: dict[tuple[int, int], int] = {}
@@ -189,7 +199,7 @@ def simulate(
 
     start, end, cause_kind, cause_ref, n_started, unrecorded = _kernel.run(
         dur, proc, order, succ, has_pred, out_ptr, out_edge, e_dst, e_kind, e_delay,
-        in_count, proc_ptr, proc_task, launched0, wait_ptr, wk, wtg, wdv, wrc,
+        in_count, proc_ptr, proc_task, launched0, flag0, wait_ptr, wk, wtg, wdv, wrc,
         dev_ptr, dev_stream, rec_stream, group_of, grp_ptr, grp_task, transfer[multi],
     )  # fmt: skip
     if unrecorded:

@@ -1,0 +1,92 @@
+"""``lumos replay TRACE... -o DIR``: replay traces in the simulator and compare with the measurement."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lumos.cli._progress import progress_bar
+from lumos.ingest.detect import expand_paths
+from lumos.replay import ABLATIONS, build_workload, parse_scale, replay, write_replay
+
+__all__ = ["format_replay", "register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``replay`` verb."""
+    p = sub.add_parser(
+        "replay",
+        help="replay traces in the simulator; predicted vs measured step time",
+        description="Build the execution graph of each rank's Kineto trace, simulate it, and "
+        "compare predicted with measured ProfilerStep times and the time breakdown. "
+        "Writes DIR/replay.json, DIR/replay.perfetto.json (open in ui.perfetto.dev) and "
+        "DIR/sm_util.csv.",
+    )
+    p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument(
+        "--without",
+        default="",
+        metavar="KINDS",
+        help=f"comma-separated dependency kinds to drop ({', '.join(ABLATIONS)})",
+    )
+    p.add_argument(
+        "--scale",
+        action="append",
+        default=[],
+        metavar="REGEX=FACTOR",
+        help="multiply the duration of tasks whose name matches REGEX (repeatable)",
+    )
+    p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
+    p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay, print the table, write the outputs."""
+    without = tuple(w.strip() for w in args.without.split(",") if w.strip())
+    scale = parse_scale(args.scale)
+    n = len(expand_paths(args.paths))
+    with progress_bar("building graphs", n) as advance:
+        workload, sources = build_workload(
+            args.paths, workers=args.workers, dask_address=args.dask, on_done=advance
+        )
+    rep = replay(workload, without=without, scale=scale, sources=sources)
+    paths = write_replay(rep, args.out)
+    print(format_replay(rep.to_dict()))
+    print(f"wrote {paths['replay']}, {paths['perfetto']}, {paths['sm_util']}")
+    return 0
+
+
+def _ms(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:10.3f}"
+
+
+def format_replay(doc: dict[str, Any]) -> str:
+    """The replay table: per step measured/predicted/error, then the two breakdowns."""
+    lines: list[str] = []
+    for s in doc.get("ranks", [doc]):
+        lines.append(f"rank {s['rank']}")
+        lines.append(f"  {'step':<22}{'measured ms':>12}{'predicted ms':>14}{'error':>9}")
+        for st in s["steps"]:
+            err = "-" if st["error"] is None else f"{st['error'] * 100:+8.2f}%"
+            lines.append(
+                f"  {st['name']:<22}{_ms(st['measured_ns']):>12}{_ms(st['predicted_ns']):>14}{err:>9}"
+            )
+        e = s["error"]
+        if e["mean_abs"] is not None:
+            lines.append(
+                f"  mean |error| {e['mean_abs'] * 100:.2f}%   max |error| {e['max_abs'] * 100:.2f}%"
+            )
+        b = s["breakdown"]
+        lines.append(f"  {'breakdown':<22}{'measured ms':>12}{'predicted ms':>14}")
+        for part in ("exposed_compute_ns", "overlapped_ns", "exposed_comm_ns", "other_ns"):
+            label = part.removesuffix("_ns").replace("_", " ")
+            lines.append(
+                f"  {label:<22}{_ms(b['measured'][part]):>12}{_ms(b['predicted'][part]):>14}"
+            )
+        cp = s.get("critical_path") or {}
+        if cp:
+            parts = ", ".join(f"{k} {v * 100:.0f}%" for k, v in cp.items() if v >= 0.005)
+            lines.append(f"  critical path: {parts}")
+    return "\n".join(lines)

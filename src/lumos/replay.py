@@ -1,0 +1,187 @@
+"""``replay``: trace(s) -> execution graph(s) -> simulation -> measured-vs-predicted summary.
+
+The workflow behind ``lumos replay``. Ablations drop one dependency kind (``without``) to show
+what it is worth; ``scale`` re-times tasks whose name matches a regular expression ("what if
+this kernel ran 2x faster"). Per-rank graphs are built in parallel processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lumos._io import atomic_write
+from lumos.errors import ConfigError, NoTracesError
+from lumos.graph.build import build_graph
+from lumos.graph.model import DepKind, ExecGraph, Workload
+from lumos.ingest.detect import TraceRef, expand_paths
+from lumos.ingest.kineto import trace_from_bytes
+from lumos.parallel import map_ranks
+from lumos.report.metrics import replay_summary
+from lumos.report.perfetto import write_chrome_trace
+from lumos.sim import simulate
+from lumos.sim.cost import CostModel
+from lumos.sim.result import SimResult
+
+__all__ = ["ABLATIONS", "Replay", "apply_edits", "build_workload", "replay", "write_replay"]
+
+#: Names accepted by ``without`` and what each removes.
+ABLATIONS: dict[str, tuple[DepKind, ...]] = {
+    "intra_thread": (DepKind.INTRA_THREAD,),
+    "inter_thread": (DepKind.INTER_THREAD,),
+    "launch": (DepKind.LAUNCH,),
+    "intra_stream": (DepKind.INTRA_STREAM,),
+    "inter_stream": (DepKind.INTER_STREAM,),
+    "sync": (DepKind.SYNC,),  # also removes the runtime waits
+    "collective": (DepKind.COLLECTIVE,),
+    "p2p": (DepKind.P2P,),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Replay:
+    """A finished replay: the (edited) workload, the simulation and one summary per rank."""
+
+    workload: Workload
+    result: SimResult
+    summaries: tuple[dict[str, Any], ...]
+    without: tuple[str, ...] = ()
+    scale: tuple[tuple[str, float], ...] = ()
+    sources: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``replay.json`` document (single rank: the rank's summary at top level)."""
+        base: dict[str, Any] = {
+            "sources": list(self.sources),
+            "without": list(self.without),
+            "scale": [{"pattern": p, "factor": f} for p, f in self.scale],
+        }
+        if len(self.summaries) == 1:
+            return {**base, **self.summaries[0]}
+        return {**base, **self.summaries[0], "ranks": list(self.summaries)}
+
+
+def _build_one(ref: TraceRef) -> ExecGraph:
+    return build_graph(trace_from_bytes(ref.read(), ref.where))
+
+
+def build_workload(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    workers: int | None = None,
+    dask_address: str | None = None,
+    on_done: Callable[[int], None] | None = None,
+) -> tuple[Workload, tuple[str, ...]]:
+    """Read every Kineto trace under ``paths`` and build one graph per rank, in parallel."""
+    refs = [r for r in expand_paths(list(paths)) if r.kind == "kineto"]
+    if not refs:
+        raise NoTracesError(", ".join(str(p) for p in paths), "no Kineto trace to replay")
+    graphs = map_ranks(
+        _build_one, refs, workers=workers, dask_address=dask_address, on_done=on_done
+    )
+    ranks = [g.rank for g in graphs]
+    if len(set(ranks)) != len(ranks):
+        raise ConfigError(
+            "several traces claim the same rank "
+            f"({', '.join(r.where for r in refs)}); replay one rank's file at a time"
+        )
+    return Workload(tuple(graphs)), tuple(r.where for r in refs)
+
+
+def parse_scale(specs: Iterable[str]) -> tuple[tuple[str, float], ...]:
+    """``["REGEX=FACTOR", ...]`` -> ``((regex, factor), ...)``; raises ConfigError."""
+    out = []
+    for spec in specs:
+        pattern, sep, factor = spec.rpartition("=")
+        if not sep or not pattern:
+            raise ConfigError(f"--scale {spec!r}: expected REGEX=FACTOR, e.g. 'gemm=0.5'")
+        try:
+            f = float(factor)
+            re.compile(pattern)
+        except ValueError:
+            raise ConfigError(f"--scale {spec!r}: FACTOR must be a number") from None
+        except re.error as exc:
+            raise ConfigError(f"--scale {spec!r}: bad regular expression: {exc}") from None
+        if not f >= 0:
+            raise ConfigError(f"--scale {spec!r}: FACTOR must be >= 0")
+        out.append((pattern, f))
+    return tuple(out)
+
+
+def apply_edits(
+    graph: ExecGraph, without: Iterable[str] = (), scale: Iterable[tuple[str, float]] = ()
+) -> ExecGraph:
+    """A new graph with dependency kinds removed and matching tasks re-timed."""
+    kinds: list[DepKind] = []
+    drop_waits = False
+    for name in without:
+        if name not in ABLATIONS:
+            raise ConfigError(
+                f"unknown dependency kind {name!r} (choose from {', '.join(ABLATIONS)})"
+            )
+        kinds.extend(ABLATIONS[name])
+        drop_waits |= name == "sync"
+    g = graph.drop_edges(kinds) if kinds else graph
+    if drop_waits:
+        g = g.drop_waits()
+    scale = list(scale)
+    if scale:
+        dur = g.tasks.dur_ns.astype(np.float64)
+        names = g.names
+        for pattern, factor in scale:
+            rx = re.compile(pattern)
+            hit = np.array([bool(rx.search(n)) for n in names], dtype=bool)
+            mask = hit[g.tasks.name_idx]
+            dur[mask] *= factor
+        g = g.with_durations(np.rint(dur).astype(np.int64))
+    return g
+
+
+def replay(
+    workload: Workload | ExecGraph,
+    *,
+    without: Sequence[str] = (),
+    scale: Sequence[tuple[str, float]] = (),
+    cost_model: CostModel | None = None,
+    sources: Sequence[str] = (),
+) -> Replay:
+    """Simulate (an edited copy of) a workload and summarize every rank."""
+    w = Workload.of(workload)
+    edited = Workload(tuple(apply_edits(g, without, scale) for g in w.graphs))
+    result = simulate(edited, cost_model)
+    summaries = tuple(replay_summary(result, gi) for gi in range(len(edited.graphs)))
+    return Replay(edited, result, summaries, tuple(without), tuple(scale), tuple(sources))
+
+
+def write_replay(rep: Replay, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
+    """Write ``replay.json``, ``replay.perfetto.json`` and ``sm_util.csv`` into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "replay": out / "replay.json",
+        "perfetto": out / "replay.perfetto.json",
+        "sm_util": out / "sm_util.csv",
+    }
+    doc = rep.to_dict()
+    doc["perfetto"] = {"replay": paths["perfetto"].name}
+    with atomic_write(paths["replay"]) as f:
+        json.dump(doc, f, indent=1, sort_keys=True, allow_nan=False)
+        f.write("\n")
+    write_chrome_trace(paths["perfetto"], rep.workload, rep.result)
+    with atomic_write(paths["sm_util"]) as f:
+        f.write("rank,bin,start_ns,measured,predicted\n")
+        for s in rep.summaries:
+            sm = s["sm_util"]
+            meas, pred = sm["measured"], sm["predicted"]
+            for i in range(max(len(meas), len(pred))):
+                m = f"{meas[i]:.4f}" if i < len(meas) else ""
+                p = f"{pred[i]:.4f}" if i < len(pred) else ""
+                f.write(f"{s['rank']},{i},{i * sm['bin_ns']},{m},{p}\n")
+    return paths

@@ -1,0 +1,84 @@
+"""`lumos replay`: outputs, ablations, what-ifs, determinism and errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.conftest import DATA
+
+from lumos.cli.main import main
+
+SMALL = DATA / "cuda_event_sync/event_sync_trace.json.gz"
+GOLDEN = Path(__file__).parent.parent / "golden" / "replay_cuda_event_sync.json"
+LEGACY = DATA / "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz"
+
+
+def _replay(tmp_path: Path, *args: str, trace: Path = SMALL) -> dict:
+    out = tmp_path / "out"
+    assert main(["replay", str(trace), "-o", str(out), *args]) == 0
+    return json.loads((out / "replay.json").read_text())
+
+
+def test_outputs_and_schema(tmp_path, capsys):
+    doc = _replay(tmp_path)
+    assert {"steps", "breakdown", "sm_util", "critical_path", "error"} <= set(doc)
+    st = doc["steps"][0]
+    assert {"name", "measured_ns", "predicted_ns", "error"} <= set(st)
+    for side in ("measured", "predicted"):
+        assert set(doc["breakdown"][side]) >= {
+            "exposed_compute_ns",
+            "overlapped_ns",
+            "exposed_comm_ns",
+            "other_ns",
+        }
+    trace = json.loads((tmp_path / "out" / "replay.perfetto.json").read_text())
+    assert trace["traceEvents"]
+    assert (tmp_path / "out" / "sm_util.csv").read_text().startswith("rank,bin,")
+    out = capsys.readouterr().out
+    assert "ProfilerStep#" in out and "breakdown" in out
+
+
+def test_replay_json_is_golden(tmp_path):
+    """Byte-identical output for the same input (regenerate the golden file on purpose only)."""
+    _replay(tmp_path)
+    produced = (tmp_path / "out" / "replay.json").read_text()
+    doc = json.loads(produced)
+    doc["sources"] = ["<trace>"]
+    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    if not GOLDEN.exists():  # pragma: no cover - first run writes it
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+
+
+def test_without_sync_lets_the_cpu_run_ahead(tmp_path):
+    base = _replay(tmp_path, trace=LEGACY)
+    cut = _replay(tmp_path, "--without", "sync", trace=LEGACY)
+    b = sum(s["predicted_ns"] for s in base["steps"])
+    c = sum(s["predicted_ns"] for s in cut["steps"])
+    assert c < b
+    assert cut["without"] == ["sync"]
+
+
+def test_scale_makes_matching_ops_faster(tmp_path):
+    base = _replay(tmp_path, trace=LEGACY)
+    fast = _replay(tmp_path, "--scale", "^aten::=0.5", trace=LEGACY)
+    assert sum(s["predicted_ns"] for s in fast["steps"]) < sum(
+        s["predicted_ns"] for s in base["steps"]
+    )
+    assert fast["scale"] == [{"pattern": "^aten::", "factor": 0.5}]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--without", "nonsense"], "unknown dependency kind"),
+        (["--scale", "gemm"], "REGEX=FACTOR"),
+        (["--scale", "(=2"], "bad regular expression"),
+    ],
+)
+def test_bad_options_are_one_line(tmp_path, capsys, args, message):
+    assert main(["replay", str(SMALL), "-o", str(tmp_path / "o"), *args]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
