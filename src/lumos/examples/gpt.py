@@ -26,6 +26,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lumos.collect._torch import import_torch
+from lumos.errors import MissingDependencyError
+
+try:
+    import_torch("the bundled GPT workload")
+except MissingDependencyError as exc:  # run as a script: one line, not a traceback
+    raise SystemExit(f"lumos: error: {exc}") from None
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
