@@ -137,3 +137,13 @@ def test_cli_report(tmp_path, capsys):
     assert (tmp_path / "report.html").is_file() and (tmp_path / "fig" / "sm_util.svg").is_file()
     assert main(["report", str(tmp_path / "missing.json")]) == 1
     assert "missing.json: no such file" in capsys.readouterr().err
+
+
+def test_trace_links_accept_a_string_and_list_measured_sources(replay):
+    data = dict(replay, perfetto="replay.perfetto.json",
+                sources=["/abs/run/rank0.kineto.json.gz", "replay.perfetto.json"])  # fmt: skip
+    html = render_report(data)
+    assert html.count('href="replay.perfetto.json"') == 1
+    assert (
+        '<a href="file:///abs/run/rank0.kineto.json.gz">measured: rank0.kineto.json.gz</a>' in html
+    )

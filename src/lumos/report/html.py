@@ -11,6 +11,7 @@ required, every other section is drawn when present::
     top_kernels    [{name, ...numbers}, ...]      top_ops   [{name, ...}, ...]
     what_if        [{scenario, ...}, ...]   (or {"rows": [...]})
     perfetto       {label: path, ...}  (or [path, ...]); relative to the report
+    sources        [path, ...]: the measured traces (linked too)
     run            {key: value}: facts about the run shown in a table (e.g. the manifest)
 
 Step error shown is always recomputed as (predicted - measured) / measured. Columns named
@@ -175,8 +176,25 @@ def _summary(steps: list[dict[str, Any]]) -> str:
     ) + "</div>"  # fmt: skip
 
 
-def _links(perfetto: Any) -> str:
-    items = perfetto.items() if isinstance(perfetto, Mapping) else ((str(p), p) for p in perfetto)
+def _trace_links(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, href) of the simulated traces (``perfetto``) then the measured ones (``sources``)."""
+    perfetto = data.get("perfetto") or {}
+    if isinstance(perfetto, str):
+        perfetto = {perfetto: perfetto}
+    items = (
+        list(perfetto.items()) if isinstance(perfetto, Mapping) else [(str(p), p) for p in perfetto]
+    )
+    known = {str(path) for _, path in items}
+    sources = data.get("sources") or []
+    for src in sources if isinstance(sources, list) else []:
+        if str(src) in known:
+            continue
+        href = Path(src).as_uri() if Path(str(src)).is_absolute() else str(src)
+        items.append((f"measured: {Path(str(src)).name}", href))
+    return [(str(label), str(path)) for label, path in items]
+
+
+def _links(items: list[tuple[str, str]]) -> str:
     lis = "".join(
         f'<li><a href="{escape(str(path))}">{escape(str(label))}</a></li>' for label, path in items
     )
@@ -255,8 +273,9 @@ def render_report(result: dict[str, Any], *, title: str | None = None) -> str:
             parts.append(f"<section><h2>{label}</h2>{_table(data[key])}</section>")
     if data.get("what_if"):
         parts.append(f"<section><h2>What-if estimates</h2>{_table(data['what_if'])}</section>")
-    if data.get("perfetto"):
-        parts.append(f"<section><h2>Traces</h2>{_links(data['perfetto'])}</section>")
+    links = _trace_links(data)
+    if links:
+        parts.append(f"<section><h2>Traces</h2>{_links(links)}</section>")
     if isinstance(data.get("run"), dict):
         rows = [{"key": k, "value": v} for k, v in data["run"].items()]
         parts.append(f"<section><h2>Run</h2>{_table(rows)}</section>")
