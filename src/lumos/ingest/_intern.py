@@ -43,6 +43,10 @@ class Interner:
             append(i)
         return np.asarray(out, dtype=np.int32)
 
+    def table_view(self) -> list[str]:
+        """The live list of interned strings (do not modify)."""
+        return self._names
+
     def table(self) -> tuple[str, ...]:
         """Every interned string, indexed by id."""
         return tuple(self._names)

@@ -28,7 +28,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -38,6 +40,7 @@ from lumos.errors import TraceFormatError
 from lumos.ingest._intern import Interner
 from lumos.ingest.kineto_meta import (
     Collectives,
+    FlowEnd,
     Flows,
     Processors,
     Steps,
@@ -49,7 +52,16 @@ from lumos.ingest.kineto_meta import (
     build_steps,
     build_sync_events,
 )
-from lumos.ingest.kineto_schema import GPU_CATEGORIES, Category, RawEvent, RawTrace, category_of
+from lumos.ingest.kineto_schema import (
+    GPU_CATEGORIES,
+    Category,
+    EventMeta,
+    RawEvent,
+    RawTrace,
+    category_of,
+    meta_of,
+)
+from lumos.ingest.kineto_split import split_events
 from lumos.ingest.kineto_tolerant import decode_tolerant
 
 __all__ = ["Events", "KinetoTrace", "read_kineto", "trace_from_bytes"]
@@ -67,6 +79,17 @@ _INT_COLUMNS = (
     "num_bytes",
     "stream",
 )
+_ARG_IDS = (
+    ("correlation_id", "correlation"),
+    ("rf_id", "rf_id"),
+    ("ev_idx", "ev_idx"),
+    ("seq_id", "seq_id"),
+    ("fwd_thread_id", "fwd_thread_id"),
+    ("num_bytes", "num_bytes"),
+)
+#: Events decoded per chunk: bounds the memory of decoded events on multi-GB traces.
+CHUNK_EVENTS = 20_000
+_META_PREFIXES = ("record_param_comms", "c10d::", "nccl:", "gloo:", "rccl:")
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,30 +172,69 @@ def read_kineto(path: str | os.PathLike[str], member: str | None = None) -> Kine
 
 
 def trace_from_bytes(raw: bytes, where: str) -> KinetoTrace:
-    """Parse an in-memory Kineto JSON payload; ``where`` names it in errors."""
+    """Parse an in-memory Kineto JSON payload; ``where`` names it in errors.
+
+    The ``traceEvents`` array is decoded in chunks of :data:`CHUNK_EVENTS` and folded into
+    columns as it goes, so peak memory is the payload plus the columns plus one chunk.
+    """
     diagnostics: dict[str, int] = {}
     head = raw[:4096].lstrip()
     if not head:
         raise TraceFormatError(where, "empty file")
     if head[:1] not in (b"{", b"["):
         raise TraceFormatError(where, "not JSON (does not start with '{' or '[')")
-    top: RawTrace
+    acc = _Accumulator(diagnostics)
+    split = split_events(raw, CHUNK_EVENTS) if head[:1] == b"{" else None
+    if split is not None:
+        rest, ranges, _ = split
+        try:
+            top = _decode_top(rest, where, diagnostics)
+            for a, b in ranges:
+                acc.add(_decode_chunk(b"[" + raw[a:b] + b"]", where, diagnostics))
+            return acc.finish(top, where)
+        except _FallBack:
+            acc = _Accumulator(diagnostics := {})
+    top = _decode_whole(raw, head, where, diagnostics)
+    acc.add(top.traceEvents)
+    return acc.finish(top, where)
+
+
+class _FallBack(Exception):
+    """A chunk that did not decode: redo the whole document for the precise error."""
+
+
+def _decode_top(rest: bytes, where: str, diagnostics: dict[str, int]) -> RawTrace:
+    try:
+        return _DECODER.decode(rest)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        raise _FallBack from None
+
+
+def _decode_chunk(chunk: bytes, where: str, diagnostics: dict[str, int]) -> list[RawEvent]:
+    try:
+        return _LIST_DECODER.decode(chunk)
+    except msgspec.ValidationError:
+        doc = b'{"traceEvents":' + chunk + b"}"
+        return decode_tolerant(doc, where, diagnostics).traceEvents
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise _FallBack from None
+
+
+def _decode_whole(raw: bytes, head: bytes, where: str, diagnostics: dict[str, int]) -> RawTrace:
     try:
         if head[:1] == b"[":
-            top = RawTrace(traceEvents=_LIST_DECODER.decode(raw))
-        else:
-            top = _DECODER.decode(raw)
+            return RawTrace(traceEvents=_LIST_DECODER.decode(raw))
+        return _DECODER.decode(raw)
     except msgspec.ValidationError as exc:
         if "traceEvents" in str(exc) and "missing required field" in str(exc):
             raise TraceFormatError(
                 where, "JSON object has no 'traceEvents': not a Kineto trace"
             ) from None
-        top = decode_tolerant(raw, where, diagnostics)
+        return decode_tolerant(raw, where, diagnostics)
     except msgspec.DecodeError as exc:
         raise TraceFormatError(where, f"invalid JSON: {exc}") from None
     except UnicodeDecodeError as exc:
         raise TraceFormatError(where, f"invalid JSON: not UTF-8 text ({exc.reason})") from None
-    return _build(top, where, diagnostics)
 
 
 def _stream_of(v: int | str) -> int:
@@ -196,99 +258,154 @@ def _proc_int(v: int | str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _build(top: RawTrace, where: str, diagnostics: dict[str, int]) -> KinetoTrace:
-    raw_events = top.traceEvents
-    xs = [e for e in raw_events if e.ph == "X"]
-    if not xs:
-        raise TraceFormatError(where, "trace has no duration events")
-    cat_counts: dict[str, int] = {}
-    for e in raw_events:
-        key = e.cat or f"<ph {e.ph}>"
-        cat_counts[key] = cat_counts.get(key, 0) + 1
-
-    cat_cache: dict[tuple[str, bool], int] = {}
-    cats = np.empty(len(xs), dtype=np.int8)
-    proc_keys: list[tuple[int, int | str, int | str]] = []
-    labels: dict[tuple[int, int | str, int | str], str] = {}
-    streams = np.fromiter((_stream_of(e.args.stream) for e in xs), np.int64, len(xs))
-    for i, e in enumerate(xs):
-        a = e.args
-        has_stream = streams[i] >= 0
-        ck = (e.cat, has_stream)
-        c = cat_cache.get(ck)
-        if c is None:
-            c = cat_cache[ck] = int(category_of(e.cat, has_stream))
-        cats[i] = c
-        if c in _GPU_INTS:
-            dev = a.device if a.device >= 0 else _proc_int(e.pid)
-            stream = int(streams[i]) if has_stream or c == _SYNC else _proc_int(e.tid)
-            proc_keys.append((1, -1 if dev is None else dev, -1 if stream is None else stream))
-        else:
-            proc_keys.append((0, e.pid, _tid_key(e.tid)))
-    for e in raw_events:
-        if e.ph == "M" and e.name in ("thread_name", "process_name"):
-            label = e.args.thread_name
-            name = msgspec.json.decode(label) if bytes(label) != b"null" else None
-            if isinstance(name, str):
-                k = (0, e.pid, _tid_key(e.tid) if e.name == "thread_name" else "__process__")
-                labels[k] = name
-
-    procs, proc_idx = Processors.from_keys(proc_keys, labels)
-
-    ts = np.fromiter((e.ts for e in xs), dtype=np.float64, count=len(xs))
-    dur = np.fromiter((e.dur for e in xs), dtype=np.float64, count=len(xs))
-    base_us = float(np.floor(ts.min()))
-    ts_ns = np.int64(base_us) * 1000 + np.rint((ts - base_us) * 1000.0).astype(np.int64)
-    dur_ns = np.rint(dur * 1000.0).astype(np.int64)
-    if (dur_ns < 0).any():
-        diagnostics["negative_duration_clamped"] = int((dur_ns < 0).sum())
-        dur_ns = np.maximum(dur_ns, 0)
-
-    interner = Interner()
-    name_idx = interner.ids(e.name for e in xs)
-    cols: dict[str, np.ndarray] = {}
-    args = [e.args for e in xs]
-    cols["correlation_id"] = np.fromiter((a.correlation for a in args), np.int64, len(xs))
-    ext = np.fromiter((a.external_id for a in args), np.int64, len(xs))
-    ext_legacy = np.fromiter((a.external_id_legacy for a in args), np.int64, len(xs))
-    cols["external_id"] = np.where(ext >= 0, ext, ext_legacy)
-    for col, attr in (
-        ("rf_id", "rf_id"),
-        ("ev_idx", "ev_idx"),
-        ("seq_id", "seq_id"),
-        ("fwd_thread_id", "fwd_thread_id"),
-        ("num_bytes", "num_bytes"),
-    ):
-        cols[col] = np.fromiter((getattr(a, attr) for a in args), np.int64, len(xs))
-
-    cols["stream"] = streams
-    order = np.lexsort((np.arange(len(xs)), -dur_ns, ts_ns, proc_idx))
-    events = Events(
-        cat=cats[order],
-        name_idx=name_idx[order],
-        ts_ns=ts_ns[order],
-        dur_ns=dur_ns[order],
-        processor_idx=proc_idx[order],
-        **{k: cols[k][order] for k in _INT_COLUMNS},
-    )
-    sorted_args = [args[i] for i in order.tolist()]
-    names = interner.table()
-    meta = build_meta(top, where, diagnostics)
-    return KinetoTrace(
-        path=where,
-        names=names,
-        events=events,
-        processors=procs,
-        flows=build_flows(raw_events, events, procs, base_us),
-        steps=build_steps(names, events, procs),
-        collectives=build_collectives(names, events, sorted_args, meta, diagnostics),
-        sync_events=build_sync_events(events, sorted_args),
-        meta=meta,
-        category_counts=dict(sorted(cat_counts.items())),
-        num_raw_events=len(raw_events),
-        diagnostics=diagnostics,
-    )
-
-
 _GPU_INTS = frozenset(int(c) for c in GPU_CATEGORIES)
 _SYNC = int(Category.CUDA_SYNC)
+_CATS = attrgetter("cat")
+_TS = attrgetter("ts")
+_DUR = attrgetter("dur")
+_NAME = attrgetter("name")
+_ARGS = attrgetter("args")
+
+
+class _Accumulator:
+    """Folds decoded event chunks into columns; ``finish`` sorts and builds the tables."""
+
+    def __init__(self, diagnostics: dict[str, int]) -> None:
+        self.diagnostics = diagnostics
+        self.interner = Interner()
+        self.proc_index: dict[tuple[int, Any, Any], int] = {}
+        self.labels: dict[Any, str] = {}
+        self.cat_counts: dict[str, int] = {}
+        self.cat_cache: dict[tuple[str, bool], int] = {}
+        self.cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in (*_INT_COLUMNS, "cat", "name_idx", "proc", "ts", "dur")
+        }
+        self.meta: dict[int, EventMeta] = {}
+        self.flows: list[FlowEnd] = []
+        self.n_launch_flows = 0
+        self.num_raw = 0
+        self.num_x = 0
+
+    def add(self, events: list[RawEvent]) -> None:
+        self.num_raw += len(events)
+        counts = self.cat_counts
+        xs: list[RawEvent] = []
+        for e in events:
+            key = e.cat or f"<ph {e.ph}>"
+            counts[key] = counts.get(key, 0) + 1
+            ph = e.ph
+            if ph == "X":
+                xs.append(e)
+            elif ph == "M":
+                self._label(e)
+            elif ph in ("s", "f", "t"):
+                flow_cat = e.cat.lower()
+                if flow_cat == "fwdbwd":
+                    self.flows.append((ph, e.pid, e.tid, e.ts, e.id))
+                elif flow_cat in ("ac2g", "async", "async_cpu_to_gpu"):
+                    self.n_launch_flows += 1
+        if not xs:
+            return
+        n = len(xs)
+        args = list(map(_ARGS, xs))
+        streams = np.fromiter(map(_stream_of, map(attrgetter("stream"), args)), np.int64, n)
+        cats = np.empty(n, dtype=np.int8)
+        procs = np.empty(n, dtype=np.int32)
+        cat_cache, proc_index = self.cat_cache, self.proc_index
+        for i, e in enumerate(xs):
+            a = e.args
+            has_stream = bool(streams[i] >= 0)
+            ck = (e.cat, has_stream)
+            c = cat_cache.get(ck)
+            if c is None:
+                c = cat_cache[ck] = int(category_of(e.cat, has_stream))
+            cats[i] = c
+            if c in _GPU_INTS:
+                dev = a.device if a.device >= 0 else _proc_int(e.pid)
+                stream = int(streams[i]) if has_stream or c == _SYNC else _proc_int(e.tid)
+                pk: tuple[int, Any, Any] = (
+                    1,
+                    -1 if dev is None else dev,
+                    -1 if stream is None else stream,
+                )
+            else:
+                pk = (0, e.pid, _tid_key(e.tid))
+            p = proc_index.get(pk)
+            if p is None:
+                p = proc_index[pk] = len(proc_index)
+            procs[i] = p
+        name_idx = self.interner.ids(map(_NAME, xs))
+        cols = self.cols
+        cols["cat"].append(cats)
+        cols["proc"].append(procs)
+        cols["name_idx"].append(name_idx)
+        cols["ts"].append(np.fromiter(map(_TS, xs), np.float64, n))
+        cols["dur"].append(np.fromiter(map(_DUR, xs), np.float64, n))
+        cols["stream"].append(streams)
+        ext = np.fromiter(map(attrgetter("external_id"), args), np.int64, n)
+        ext_legacy = np.fromiter(map(attrgetter("external_id_legacy"), args), np.int64, n)
+        cols["external_id"].append(np.where(ext >= 0, ext, ext_legacy))
+        for col, attr in _ARG_IDS:
+            cols[col].append(np.fromiter(map(attrgetter(attr), args), np.int64, n))
+        # metadata, decoded now for the few events that carry it (chunks are then freed)
+        names = self.interner.table_view()
+        wanted = np.flatnonzero(
+            (cats == _SYNC)
+            | np.fromiter((names[k].startswith(_META_PREFIXES) for k in name_idx.tolist()), bool, n)
+        )
+        for i in wanted.tolist():
+            self.meta[self.num_x + i] = meta_of(args[i], int(streams[i]))
+        self.num_x += n
+
+    def _label(self, e: RawEvent) -> None:
+        if e.name not in ("thread_name", "process_name"):
+            return
+        label = e.args.thread_name
+        name = msgspec.json.decode(bytes(label)) if bytes(label) != b"null" else None
+        if isinstance(name, str):
+            k = (0, e.pid, _tid_key(e.tid) if e.name == "thread_name" else "__process__")
+            self.labels[k] = name
+
+    def finish(self, top: RawTrace, where: str) -> KinetoTrace:
+        if self.num_x == 0:
+            raise TraceFormatError(where, "trace has no duration events")
+        cols = {k: np.concatenate(v) for k, v in self.cols.items()}
+        diagnostics = self.diagnostics
+        keys = list(self.proc_index)
+        procs, remap = Processors.from_keys(keys, self.labels)
+        proc_idx = remap[cols["proc"]]
+        ts = cols["ts"]
+        base_us = float(np.floor(ts.min()))
+        ts_ns = np.int64(base_us) * 1000 + np.rint((ts - base_us) * 1000.0).astype(np.int64)
+        dur_ns = np.rint(cols["dur"] * 1000.0).astype(np.int64)
+        if (dur_ns < 0).any():
+            diagnostics["negative_duration_clamped"] = int((dur_ns < 0).sum())
+            dur_ns = np.maximum(dur_ns, 0)
+        order = np.lexsort((np.arange(self.num_x), -dur_ns, ts_ns, proc_idx))
+        events = Events(
+            cat=cols["cat"][order],
+            name_idx=cols["name_idx"][order],
+            ts_ns=ts_ns[order],
+            dur_ns=dur_ns[order],
+            processor_idx=proc_idx[order].astype(np.int32),
+            **{k: cols[k][order] for k in _INT_COLUMNS},
+        )
+        rank_of = np.empty(self.num_x, dtype=np.int64)
+        rank_of[order] = np.arange(self.num_x)
+        meta = {int(rank_of[i]): m for i, m in self.meta.items()}
+        names = self.interner.table()
+        tmeta = build_meta(top, where, diagnostics)
+        return KinetoTrace(
+            path=where,
+            names=names,
+            events=events,
+            processors=procs,
+            flows=build_flows(self.flows, self.n_launch_flows, events, procs, base_us),
+            steps=build_steps(names, events, procs),
+            collectives=build_collectives(names, events, meta, tmeta, diagnostics),
+            sync_events=build_sync_events(events, meta),
+            meta=tmeta,
+            category_counts=dict(sorted(self.cat_counts.items())),
+            num_raw_events=self.num_raw,
+            diagnostics=diagnostics,
+        )

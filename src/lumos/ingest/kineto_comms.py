@@ -14,6 +14,7 @@ spans whose call is outside the trace become rows of their own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ import msgspec
 import numpy as np
 
 from lumos.ingest.comm_names import dtype_size_bytes, normalize_collective
-from lumos.ingest.kineto_schema import Category, RawArgs
+from lumos.ingest.kineto_schema import Category, EventMeta
 
 if TYPE_CHECKING:
     from lumos.ingest.kineto import Events
@@ -104,16 +105,6 @@ class _Row:
         self.tag = -1
 
 
-def _raw(v: msgspec.Raw) -> Any:
-    b = bytes(v)
-    if b == b"null":
-        return None
-    try:
-        return msgspec.json.decode(b)
-    except msgspec.DecodeError:
-        return None
-
-
 def _as_int(v: Any) -> int:
     if isinstance(v, bool):
         return -1
@@ -156,7 +147,7 @@ def _first_type(types: Any) -> str:
     return ""
 
 
-def _absorb(row: _Row, name: str, a: RawArgs) -> None:
+def _absorb(row: _Row, name: str, a: EventMeta) -> None:
     """Fold the metadata of one event into a row; earlier (outer) facts win."""
     base = name.split("#", 1)[0]
     if base.startswith("gloo:"):
@@ -165,44 +156,44 @@ def _absorb(row: _Row, name: str, a: RawArgs) -> None:
         row.dialect = row.dialect or "nccl"
     if base != "record_param_comms" and row.kind == "unknown":
         row.kind = normalize_collective(base)
-    coll = _raw(a.coll_name)
+    coll = a.coll_name
     if isinstance(coll, str) and coll:
         kind = "wait" if coll == "wait" else normalize_collective(coll)
         if kind != "unknown":
             row.kind = kind
-    dtype = _raw(a.dtype)
+    dtype = a.dtype
     if isinstance(dtype, str) and dtype and not row.dtype:
         row.dtype = dtype
     elt = dtype_size_bytes(row.dtype) if row.dtype else 0
-    in_n, out_n = _as_int(_raw(a.in_nelems)), _as_int(_raw(a.out_nelems))
+    in_n, out_n = _as_int(a.in_nelems), _as_int(a.out_nelems)
     if elt and in_n >= 0 and row.in_bytes < 0:
         row.in_bytes = in_n * elt
     if elt and out_n >= 0 and row.out_bytes < 0:
         row.out_bytes = out_n * elt
     if row.in_bytes < 0:
-        n = _numel(_raw(a.input_dims))
-        t = _first_type(_raw(a.input_type))
+        n = _numel(a.input_dims)
+        t = _first_type(a.input_type)
         e = dtype_size_bytes(t) if t else 0
         if n >= 0 and e:
             row.in_bytes = n * e
             row.dtype = row.dtype or t
-    gs = _as_int(_raw(a.group_size))
+    gs = _as_int(a.group_size)
     if gs > 0 and row.group_size < 0:
         row.group_size = gs
-    pg = _raw(a.pg_name)
+    pg = a.pg_name
     if isinstance(pg, str | int) and not row.pg_name:
         row.pg_name = str(pg)
-    desc = _raw(a.pg_desc)
+    desc = a.pg_desc
     if isinstance(desc, str) and not row.pg_desc:
         row.pg_desc = desc
-    ranks = _ranks(_raw(a.pg_ranks))
+    ranks = _ranks(a.pg_ranks)
     if ranks and not row.pg_ranks:
         row.pg_ranks = ranks
-    seq = _as_int(_raw(a.coll_seq))
+    seq = _as_int(a.coll_seq)
     if seq >= 0 and row.seq < 0:
         row.seq = seq
     if base in ("c10d::send", "c10d::recv_", "c10d::recv", "c10d::recv_any_source_"):
-        ci = _raw(a.concrete_inputs)
+        ci = a.concrete_inputs
         if isinstance(ci, list) and len(ci) >= 2:
             row.peer = _as_int(ci[1]) if row.peer < 0 else row.peer
             if len(ci) >= 3 and row.tag < 0:
@@ -212,7 +203,7 @@ def _absorb(row: _Row, name: str, a: RawArgs) -> None:
 def build_collectives(
     names: tuple[str, ...],
     events: Events,
-    args: list[RawArgs],
+    args: Mapping[int, EventMeta],
     meta: TraceMeta,
     diagnostics: dict[str, int],
 ) -> Collectives:
@@ -279,7 +270,11 @@ def build_collectives(
 
 
 def _join_gloo_work(
-    rows: list[_Row], work: list[int], names: tuple[str, ...], events: Events, args: list[RawArgs]
+    rows: list[_Row],
+    work: list[int],
+    names: tuple[str, ...],
+    events: Events,
+    args: Mapping[int, EventMeta],
 ) -> None:
     """Pair gloo worker spans with c10d calls of the same kind, in start-time order."""
     calls_by_kind: dict[str, list[_Row]] = {}

@@ -8,13 +8,14 @@ trace-level metadata (``distributedInfo``, ``deviceProperties``). Collectives li
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lumos.ingest.kineto_comms import Collectives, build_collectives
-from lumos.ingest.kineto_schema import Category, RawArgs, RawEvent
+from lumos.ingest.kineto_schema import Category, EventMeta
 
 if TYPE_CHECKING:
     from lumos.ingest.kineto import Events
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Collectives",
+    "FlowEnd",
     "Flows",
     "ProcessGroupInfo",
     "Processors",
@@ -208,7 +210,7 @@ def build_steps(names: tuple[str, ...], events: Events, procs: Processors) -> St
     )
 
 
-def build_sync_events(events: Events, args: list[RawArgs]) -> SyncEvents:
+def build_sync_events(events: Events, args: Mapping[int, EventMeta]) -> SyncEvents:
     """Collect ``cuda_sync`` events with what each one waited on."""
     rows = np.flatnonzero(events.cat == int(Category.CUDA_SYNC))
     a = [args[i] for i in rows.tolist()]
@@ -222,8 +224,11 @@ def build_sync_events(events: Events, args: list[RawArgs]) -> SyncEvents:
     )
 
 
+FlowEnd = tuple[str, "int | str", "int | str", float, Any]  # (ph, pid, tid, ts_us, id)
+
+
 def build_flows(
-    raw_events: list[RawEvent], events: Events, procs: Processors, base_us: float
+    flows: list[FlowEnd], n_launch: int, events: Events, procs: Processors, base_us: float
 ) -> Flows:
     """Bind fwd/bwd flow ends to events: start -> the op starting there, end -> enclosing op."""
     thread_of = {
@@ -233,25 +238,17 @@ def build_flows(
     }
     starts: dict[Any, int] = {}
     ends: dict[Any, int] = {}
-    n_launch = 0
     bounds = np.searchsorted(events.processor_idx, np.arange(len(procs) + 1))
-    for e in raw_events:
-        if e.ph not in ("s", "f", "t"):
-            continue
-        cat = e.cat.lower()
-        if cat != "fwdbwd":
-            n_launch += cat in ("ac2g", "async", "async_cpu_to_gpu")
-            continue
-        pid, tid = e.pid, e.tid
+    for ph, pid, tid, ts_us, flow_id in flows:
         if isinstance(tid, str) and tid.isdigit():
             tid = int(tid)
         p = thread_of.get((pid, tid)) if isinstance(pid, int) and isinstance(tid, int) else None
         if p is None:
             continue
-        ts_ns = int(base_us) * 1000 + round((e.ts - base_us) * 1000.0)
+        ts_ns = int(base_us) * 1000 + round((ts_us - base_us) * 1000.0)
         lo, hi = int(bounds[p]), int(bounds[p + 1])
-        idx = _bind(events, lo, hi, ts_ns, enclosing=(e.ph == "f"))
-        (starts if e.ph == "s" else ends)[e.id] = idx
+        idx = _bind(events, lo, hi, ts_ns, enclosing=(ph == "f"))
+        (starts if ph == "s" else ends)[flow_id] = idx
     ids = sorted(set(starts) | set(ends), key=_sortable_id)
     return Flows(
         flow_id=np.array([i if isinstance(i, int) else -1 for i in ids], dtype=np.int64),

@@ -17,10 +17,12 @@ import msgspec
 __all__ = [
     "GPU_CATEGORIES",
     "Category",
+    "EventMeta",
     "RawArgs",
     "RawEvent",
     "RawTrace",
     "category_of",
+    "meta_of",
 ]
 
 
@@ -157,3 +159,59 @@ class RawTrace(msgspec.Struct, gc=False):
     distributedInfo: Any = None
     baseTimeNanoseconds: Any = None
     traceName: Any = None
+
+
+def _decoded(v: msgspec.Raw) -> Any:
+    b = bytes(v)
+    if b == b"null":
+        return None
+    try:
+        return msgspec.json.decode(b)
+    except msgspec.DecodeError:
+        return None
+
+
+class EventMeta(msgspec.Struct, gc=False, frozen=True):
+    """The metadata of one event's ``args``, decoded (kept only for the few events that
+    carry collective, shape or CUDA-sync facts). Field names match :class:`RawArgs`."""
+
+    coll_name: Any = None
+    in_nelems: Any = None
+    out_nelems: Any = None
+    dtype: Any = None
+    group_size: Any = None
+    pg_name: Any = None
+    pg_desc: Any = None
+    pg_ranks: Any = None
+    coll_seq: Any = None
+    input_dims: Any = None
+    input_type: Any = None
+    concrete_inputs: Any = None
+    sync_kind: str = ""
+    stream: int = -1
+    wait_on_stream: int = -1
+    wait_on_event_record_corr_id: int = -1
+    wait_on_event_id: int = -1
+
+
+def meta_of(a: RawArgs, stream: int) -> EventMeta:
+    """Decode the metadata fields of ``a`` into plain Python values."""
+    return EventMeta(
+        coll_name=_decoded(a.coll_name),
+        in_nelems=_decoded(a.in_nelems),
+        out_nelems=_decoded(a.out_nelems),
+        dtype=_decoded(a.dtype),
+        group_size=_decoded(a.group_size),
+        pg_name=_decoded(a.pg_name),
+        pg_desc=_decoded(a.pg_desc),
+        pg_ranks=_decoded(a.pg_ranks),
+        coll_seq=_decoded(a.coll_seq),
+        input_dims=_decoded(a.input_dims),
+        input_type=_decoded(a.input_type),
+        concrete_inputs=_decoded(a.concrete_inputs),
+        sync_kind=a.sync_kind,
+        stream=stream,
+        wait_on_stream=a.wait_on_stream,
+        wait_on_event_record_corr_id=a.wait_on_event_record_corr_id,
+        wait_on_event_id=a.wait_on_event_id,
+    )
