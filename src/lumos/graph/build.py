@@ -19,6 +19,8 @@ The simulator never reads recorded start times: they are used here, once, to cho
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -40,7 +42,7 @@ from lumos.graph.model import (
 from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_schema import Category
 
-__all__ = ["build_graph"]
+__all__ = ["align_ranks", "build_graph"]
 
 #: A thread gap longer than this may be a wait on another thread.
 RESUME_GAP_NS = 50_000
@@ -423,3 +425,37 @@ def _step_annotations(
         lead_ns=np.asarray(rows["lead"], dtype=np.int64),
         tail_ns=np.asarray(rows["tail"], dtype=np.int64),
     )
+
+
+def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
+    """Put the ranks of one job on a common time origin.
+
+    Each graph starts its own replay at 0 at its first recorded task. Ranks traced on one clock
+    (one host, or hosts whose traces overlap in time) must keep their relative offsets, or
+    collectives would see arrivals shifted by however late each rank started profiling. The
+    release delays of every processor's ``<start>`` task are moved by the rank's offset from the
+    earliest rank. Traces whose time ranges do not overlap (unsynchronized clocks) are left as
+    they are.
+    """
+    if len(graphs) < 2:
+        return tuple(graphs)
+    spans = []
+    for g in graphs:
+        t = g.tasks
+        spans.append((int(t.ts_ns.min()), int((t.ts_ns + t.dur_ns).max())))
+    if max(s for s, _ in spans) > min(e for _, e in spans):
+        return tuple(graphs)  # no common window: clocks are not comparable
+    origin = min(s for s, _ in spans)
+    out = []
+    for g, (s, _) in zip(graphs, spans, strict=True):
+        shift = s - origin
+        if shift == 0:
+            out.append(g)
+            continue
+        e = g.edges
+        from_anchor = (g.tasks.order[e.src] == 0) & (
+            np.asarray(g.names, dtype=object)[g.tasks.name_idx[e.src]] == "<start>"
+        )
+        delay = e.delay_ns + np.where(from_anchor, shift, 0)
+        out.append(g.replace(edges=e.replace(delay_ns=delay)))
+    return tuple(out)

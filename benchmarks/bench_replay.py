@@ -1,0 +1,82 @@
+"""Replay accuracy, ablations and speed on real traces.
+
+Run on demand:  python benchmarks/bench_replay.py [TRACE ...]
+Default: every Kineto trace with ProfilerSteps under tests/data plus the bundled example.
+For each trace prints: per-step |error| (mean, max) of the full model; the mean predicted step
+change when one dependency kind is dropped (what each kind is worth); and build_graph /
+simulate throughput in tasks/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from lumos.examples_data import example_trace_path
+from lumos.graph.build import build_graph
+from lumos.ingest.kineto import read_kineto
+from lumos.replay import apply_edits
+from lumos.sim import simulate
+
+DATA = Path(__file__).parent.parent / "tests/data"
+DEFAULT = [
+    example_trace_path(),
+    DATA / "alltoall_4streams/control.json.gz",
+    DATA / "v100_stream_wait_event/df_index_resolver.json.gz",
+    DATA / "sendrecv_5streams/sampled_rank-0.json.gz",
+    DATA / "sendrecv_5streams/sampled_rank-1.json.gz",
+    DATA / "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz",
+    DATA / "rccl_mi300/resnet_act_checkpoint.json.gz",
+    DATA / "cuda_event_sync/event_sync_trace.json.gz",
+    DATA / "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+]
+ABLATE = ("inter_stream", "sync", "launch", "inter_thread")
+
+
+def step_times(graph) -> tuple[np.ndarray, np.ndarray]:
+    r = simulate(graph)
+    covered = graph.annotations.first_task_idx >= 0
+    steps = [s for s, c in zip(r.steps(), covered, strict=True) if c]
+    return (
+        np.array([s["measured_ns"] for s in steps], dtype=float),
+        np.array([s["predicted_ns"] for s in steps], dtype=float),
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("traces", nargs="*", type=Path, default=DEFAULT)
+    args = ap.parse_args()
+    header = f"{'trace':<44}{'steps':>6}{'mean|err|':>10}{'max|err|':>10}"
+    header += "".join(f"{'-' + a:>14}" for a in ABLATE) + f"{'build t/s':>12}{'sim t/s':>12}"
+    print(header)
+    errs_all = []
+    for path in args.traces:
+        trace = read_kineto(path)
+        t0 = time.perf_counter()
+        g = build_graph(trace)
+        t_build = time.perf_counter() - t0
+        simulate(g)  # warm the JIT
+        t0 = time.perf_counter()
+        simulate(g)
+        t_sim = time.perf_counter() - t0
+        meas, pred = step_times(g)
+        if not len(meas):
+            continue
+        err = np.abs(pred - meas) / meas
+        errs_all.extend(err.tolist())
+        cols = [f"{path.name[:43]:<44}{len(meas):>6}{err.mean() * 100:>9.2f}%{err.max() * 100:>9.2f}%"]
+        for a in ABLATE:
+            _, p2 = step_times(apply_edits(g, [a]))
+            cols.append(f"{(p2.sum() / pred.sum() - 1) * 100:>13.1f}%")
+        cols.append(f"{g.num_tasks / t_build:>12.0f}{g.num_tasks / max(t_sim, 1e-9):>12.0f}")
+        print("".join(cols))
+    e = np.array(errs_all)
+    print(f"all steps: n={len(e)} mean |error| {e.mean() * 100:.3f}%  max {e.max() * 100:.3f}%")
+
+
+if __name__ == "__main__":
+    main()
