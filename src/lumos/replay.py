@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from lumos._io import atomic_write
+from lumos.chakra.trace import ChakraTrace
 from lumos.errors import ConfigError, NoTracesError
-from lumos.graph.build import build_graph
+from lumos.graph.build import align_ranks, build_graph
 from lumos.graph.model import DepKind, ExecGraph, Workload
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import trace_from_bytes
@@ -69,7 +70,23 @@ class Replay:
 
 
 def _build_one(ref: TraceRef) -> ExecGraph:
+    if ref.kind == "chakra":
+        return _chakra_graph(ref)
     return build_graph(trace_from_bytes(ref.read(), ref.where))
+
+
+def _chakra_graph(ref: TraceRef) -> ExecGraph:
+    """A Chakra ET's graph (lumos-written: exact; foreign: guessed, see chakra.mapping)."""
+    from lumos.chakra.io import read_chakra
+    from lumos.chakra.mapping import from_chakra
+    from lumos.errors import InputError
+
+    if ref.member is not None:
+        raise InputError(ref.where, "Chakra ETs inside archives are not supported; extract it")
+    trace = read_chakra(ref.path)
+    if not isinstance(trace, ChakraTrace):  # pragma: no cover - a file path gives one trace
+        raise InputError(ref.where, "expected one Chakra file")
+    return from_chakra(trace)
 
 
 def build_workload(
@@ -79,10 +96,13 @@ def build_workload(
     dask_address: str | None = None,
     on_done: Callable[[int], None] | None = None,
 ) -> tuple[Workload, tuple[str, ...]]:
-    """Read every Kineto trace under ``paths`` and build one graph per rank, in parallel."""
-    refs = [r for r in expand_paths(list(paths)) if r.kind == "kineto"]
+    """Read every Kineto trace (or Chakra ET) under ``paths`` and build one graph per rank, in
+    parallel. A Chakra ET written by lumos gives back the exact graph it was converted from."""
+    refs = [r for r in expand_paths(list(paths)) if r.kind in ("kineto", "chakra")]
     if not refs:
-        raise NoTracesError(", ".join(str(p) for p in paths), "no Kineto trace to replay")
+        raise NoTracesError(
+            ", ".join(str(p) for p in paths), "no Kineto trace or Chakra ET to replay"
+        )
     graphs = map_ranks(
         _build_one, refs, workers=workers, dask_address=dask_address, on_done=on_done
     )
@@ -92,7 +112,7 @@ def build_workload(
             "several traces claim the same rank "
             f"({', '.join(r.where for r in refs)}); replay one rank's file at a time"
         )
-    return Workload(tuple(graphs)), tuple(r.where for r in refs)
+    return Workload(align_ranks(graphs)), tuple(r.where for r in refs)
 
 
 def parse_scale(specs: Iterable[str]) -> tuple[tuple[str, float], ...]:
