@@ -16,7 +16,7 @@ a memory map) and builds a :class:`ChakraNode` only for a node being handed out.
 >>> f = ChakraFeeder(b.build())
 >>> [n.id for n in f.issuable()]
 [1]
->>> f.issue(1); f.complete(1); [n.id for n in f.issuable()]
+>>> f.issue(1); _ = f.complete(1); [n.id for n in f.issuable()]
 [2]
 """
 

@@ -50,9 +50,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         result = run_demo(args.out)
     elapsed = time.monotonic() - t0
+    if result.replay is not None:
+        _print_results(result.replay)
     print(f"lumos: collected {result.run_dir} ({elapsed:.0f} s); manifest {result.manifest}")
     if result.report is not None:
         print(f"lumos: report {result.report}")
     if result.stopped_because:
         print(f"lumos: demo stopped after collection: {result.stopped_because}")
     return 0
+
+
+def _print_results(replay_json: Path) -> None:
+    """The replay table and the what-if table, as ``lumos replay`` prints them."""
+    import json
+
+    from lumos.cli.replay import format_replay
+
+    doc = json.loads(replay_json.read_text())
+    print(format_replay(doc))
+    rows = doc.get("what_if") or []
+    if rows:
+        print(f"  {'what if':<32}{'step ms':>10}{'speedup':>9}")
+        for r in rows:
+            print(f"  {r['scenario']:<32}{r['step_ns'] / 1e6:>10.3f}{r['speedup']:>8.2f}x")

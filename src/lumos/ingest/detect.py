@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import re
 import tarfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
-from lumos._io import read_bytes
+from lumos._io import is_gzip, read_bytes
 from lumos.errors import InputError, NoTracesError
 
 __all__ = ["TraceKind", "TraceRef", "expand_paths", "sniff_kind"]
@@ -60,24 +61,52 @@ class TraceRef:
         return read_bytes(self.path, self.member)
 
 
+_HEAD_BYTES = 65536
+
+
+def _head_of(f: IO[bytes]) -> bytes:
+    """The first bytes of a stream, decompressed when it is gzip (a truncated stream is fine)."""
+    raw = f.read(_HEAD_BYTES)
+    if not is_gzip(raw):
+        return raw
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = b""
+    while len(out) < _HEAD_BYTES and raw:
+        try:
+            out += d.decompress(raw, _HEAD_BYTES - len(out))
+        except zlib.error:
+            break
+        raw = d.unconsumed_tail or f.read(_HEAD_BYTES)
+    return out
+
+
 def _refs_of_file(path: Path) -> Iterator[TraceRef]:
+    """Sniff a file (or each member of a tar archive) from its first 64 KiB only."""
     if tarfile.is_tarfile(path):
         try:
             with tarfile.open(path, "r:*") as tar:
-                members = sorted(m.name for m in tar.getmembers() if m.isfile())
-        except (tarfile.TarError, OSError, EOFError) as exc:
+                found = []
+                for m in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
+                    if Path(m.name).name.startswith("."):
+                        continue
+                    f = tar.extractfile(m)
+                    kind = sniff_kind(_head_of(f)) if f is not None else None
+                    if kind is not None:
+                        found.append(TraceRef(path, m.name, kind))
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
             raise InputError(path, f"cannot read archive: {exc}") from None
-        for m in members:
-            if Path(m).name.startswith("."):
-                continue
-            kind = sniff_kind(read_bytes(path, m))
-            if kind is not None:
-                yield TraceRef(path, m, kind)
+        yield from found
         return
-    payload = read_bytes(path)
-    if not payload.strip():
+    try:
+        with path.open("rb") as f:
+            head = _head_of(f)
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if not head.strip():
+        if is_gzip(path.read_bytes()[:2]):
+            read_bytes(path)  # raises the precise gzip error
         raise InputError(path, "empty file")
-    kind = sniff_kind(payload)
+    kind = sniff_kind(head)
     if kind is not None:
         yield TraceRef(path, None, kind)
 

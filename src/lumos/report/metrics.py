@@ -182,8 +182,19 @@ def graph_breakdown(
     t1: int,
     device: int | None = None,
 ) -> Breakdown:
-    """:func:`breakdown` of the GPU tasks of ``graph`` with the given per-task times."""
+    """:func:`breakdown` of the GPU tasks of ``graph`` with the given per-task times.
+
+    A CPU-only graph (gloo) has no GPU tasks: its host work stands in, CPU ops as compute and
+    host-side collective spans (gloo workers) as communication, so the breakdown still says
+    how much communication the host could hide.
+    """
     s, e, comm = gpu_intervals(graph, start_ns, end_ns, device)
+    if len(s) == 0:
+        t = graph.tasks
+        sel = np.isin(t.kind, (int(TaskKind.CPU_OP), int(TaskKind.CPU_COMM))) & (t.dur_ns > 0)
+        s = np.asarray(start_ns, dtype=np.int64)[sel]
+        e = np.asarray(end_ns, dtype=np.int64)[sel]
+        comm = t.kind[sel] == TaskKind.CPU_COMM
     return breakdown(s, e, comm, t0, t1)
 
 
