@@ -68,7 +68,9 @@ def main() -> None:
             continue
         err = np.abs(pred - meas) / meas
         errs_all.extend(err.tolist())
-        cols = [f"{path.name[:43]:<44}{len(meas):>6}{err.mean() * 100:>9.2f}%{err.max() * 100:>9.2f}%"]
+        cols = [
+            f"{path.name[:43]:<44}{len(meas):>6}{err.mean() * 100:>9.2f}%{err.max() * 100:>9.2f}%"
+        ]
         for a in ABLATE:
             _, p2 = step_times(apply_edits(g, [a]))
             cols.append(f"{(p2.sum() / pred.sum() - 1) * 100:>13.1f}%")

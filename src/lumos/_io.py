@@ -77,7 +77,9 @@ def atomic_write(
 def atomic_write(
     path: str | os.PathLike[str], mode: Literal["wb"]
 ) -> contextlib.AbstractContextManager[IO[bytes]]: ...
-def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> contextlib.AbstractContextManager:
+def atomic_write(
+    path: str | os.PathLike[str], mode: str = "w"
+) -> contextlib.AbstractContextManager:
     """Open a temporary file beside ``path``; rename it over ``path`` only if the block succeeds.
 
     >>> import tempfile, pathlib

@@ -77,7 +77,10 @@ def test_gloo_dialect_sizes_from_input_dims():
 def test_legacy_2021_categories_and_string_tids():
     t = read_kineto(DATA / "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz")
     assert len(t.steps) == 6
-    counts = {Category(c).name: int(n) for c, n in zip(*np.unique(t.events.cat, return_counts=True), strict=False)}
+    counts = {
+        Category(c).name: int(n)
+        for c, n in zip(*np.unique(t.events.cat, return_counts=True), strict=False)
+    }
     assert counts["KERNEL"] == 8772 and counts["RUNTIME"] > 0 and counts["CPU_OP"] > 0
     # "stream 7" string tids land on GPU 0 stream 7
     s = summarize_kineto(t)

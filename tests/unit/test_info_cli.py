@@ -15,7 +15,11 @@ def test_info_json_example(capsys):
     assert main(["info", "--json", "--example"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= REQUIRED
-    assert [s["name"] for s in out["steps"]] == ["ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]
+    assert [s["name"] for s in out["steps"]] == [
+        "ProfilerStep#4",
+        "ProfilerStep#5",
+        "ProfilerStep#6",
+    ]
     assert {"device", "stream", "num_kernels"} <= set(out["streams"][0])
     assert out["collectives"] == {"all_reduce": 15, "broadcast": 6}
 
