@@ -85,20 +85,15 @@ def test_pipeline_two_gloo_ranks(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="replay of gloo DDP steps is off by up to 10 % on some runs (graph/sim owners; "
-    "see the issue 6 note); kept so that it passes again when fixed",
-)
 def test_ddp_replay_predicts_each_step_within_5_percent(ddp_run):
     """Acceptance (issue 6): the replay of the collected run, against its own measured steps."""
-    graph_build = pytest.importorskip("lumos.graph.build")
+    from lumos.graph import build as graph_build
     from lumos.graph.model import Workload
     from lumos.ingest.kineto import read_kineto
     from lumos.sim import simulate
 
     graphs = [graph_build.build_graph(read_kineto(r.kineto)) for r in ddp_run.ranks]
-    result = simulate(Workload(tuple(graphs)))
+    result = simulate(Workload(graph_build.align_ranks(graphs)))
     for gi, g in enumerate(result.graphs):
         steps = result.steps(gi)
         assert [s["name"] for s in steps] == ["ProfilerStep#2", "ProfilerStep#3"], g.rank
