@@ -35,3 +35,16 @@ def test_info_human_output_mentions_flags(capsys):
     assert main(["info", "--example"]) == 0
     out = capsys.readouterr().out
     assert "ProfilerStep#5" in out and "no cuda_sync events" in out
+
+
+def test_info_recognizes_each_kind_by_content(capsys):
+    paths = [
+        DATA / "chakra_pytorch_converted/chakra.0.et.gz",
+        DATA / "et_schema_versions/resnet_2gpu_et.json.gz",
+        DATA / "cuda_event_sync/event_sync_trace.json.gz",
+    ]
+    assert main(["info", "--json", *map(str, paths)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["kind"] for r in rows] == ["chakra", "pytorch_et", "kineto"]
+    assert rows[0]["nodes"] == 3664
+    assert rows[0]["nodes_by_type"] == {"COMP_NODE": 3643, "COMM_COLL_NODE": 21}

@@ -39,8 +39,15 @@ def summarize_ref(ref: TraceRef) -> dict[str, Any]:
         et = importlib.import_module("lumos.ingest.pytorch_et")
         trace = et.read_pytorch_et(ref.path, ref.member)
         return {"path": ref.where, "kind": "pytorch_et", **et.summarize_et(trace)}
-    chakra = importlib.import_module("lumos.chakra")
-    return {"path": ref.where, "kind": "chakra", **chakra.summarize_chakra(ref.path)}
+    if ref.member is not None:
+        from lumos.errors import InputError
+
+        raise InputError(ref.where, "Chakra ETs inside archives are not supported; extract it")
+    from lumos.chakra import read_chakra
+    from lumos.chakra.stats import trace_stats
+
+    trace = read_chakra(ref.path)
+    return {**trace_stats(trace), "path": ref.where, "kind": "chakra"}
 
 
 def run(args: argparse.Namespace) -> int:
