@@ -43,10 +43,11 @@ def summarize_ref(ref: TraceRef) -> dict[str, Any]:
         from lumos.errors import InputError
 
         raise InputError(ref.where, "Chakra ETs inside archives are not supported; extract it")
-    from lumos.chakra import read_chakra
+    from lumos.chakra import ChakraTrace, read_chakra
     from lumos.chakra.stats import trace_stats
 
     trace = read_chakra(ref.path)
+    assert isinstance(trace, ChakraTrace)  # a file path reads as one rank's trace
     return {**trace_stats(trace), "path": ref.where, "kind": "chakra"}
 
 
