@@ -73,6 +73,14 @@ def format_replay(doc: dict[str, Any]) -> str:
             lines.append(
                 f"  {st['name']:<22}{_ms(st['measured_ns']):>12}{_ms(st['predicted_ns']):>14}{err:>9}"
             )
+        if not s["steps"]:
+            w = s["window_ns"]
+            meas = w["measured"][1] - w["measured"][0]
+            pred = w["predicted"][1] - w["predicted"][0]
+            err = f"{(pred - meas) / meas * 100:+8.2f}%" if meas else "-"
+            lines.append(
+                f"  {'(no ProfilerStep) run':<22}{_ms(meas):>12}{_ms(pred):>14}{err:>9}"
+            )
         e = s["error"]
         if e["mean_abs"] is not None:
             lines.append(
