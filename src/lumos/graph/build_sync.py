@@ -77,13 +77,26 @@ def plan_syncs(
     }
     sync_by_corr = _cuda_sync_by_correlation(trace)
     record_task_by_corr: dict[int, int] = {}
+    # classify names once, then visit only the calls that matter (not every runtime call)
+    is_record = np.array([bool(_EVENT_RECORD.match(n)) for n in names], dtype=bool)
+    is_sync = np.array(
+        [bool(_STREAM_WAIT.match(n) or _DEVICE_SYNC.match(n) or _STREAM_SYNC.match(n)
+              or _EVENT_SYNC.match(n)) for n in names],
+        dtype=bool,
+    )  # fmt: skip
     rt_tasks = np.flatnonzero((layout.kind == 1) & (layout.event_idx >= 0) & ~layout.is_wait)
-    for t in rt_tasks.tolist():
+    rt_names = ev.name_idx[layout.event_idx[rt_tasks]]
+    record_tasks = rt_tasks[is_record[rt_names]]
+    for t in record_tasks.tolist():
         c = int(ev.correlation_id[layout.event_idx[t]])
-        if c >= 0 and _EVENT_RECORD.match(names[int(ev.name_idx[layout.event_idx[t]])]):
+        if c >= 0:
             record_task_by_corr[c] = t
+    rec_thread = layout.processor_idx[record_tasks]
+    records_by_thread = {
+        int(p): record_tasks[rec_thread == p] for p in np.unique(rec_thread).tolist()
+    }
 
-    for t in rt_tasks.tolist():
+    for t in rt_tasks[is_sync[rt_names]].tolist():
         e = int(layout.event_idx[t])
         name = names[int(ev.name_idx[e])]
         thread = int(layout.processor_idx[t])
@@ -91,7 +104,7 @@ def plan_syncs(
         corr = int(ev.correlation_id[e])
         if _STREAM_WAIT.match(name):
             _plan_stream_wait(t, e, corr, trace, layout, launches, plan, diag, sync_by_corr,
-                              stream_gp, record_task_by_corr)  # fmt: skip
+                              stream_gp, record_task_by_corr, records_by_thread)  # fmt: skip
             continue
         kind: WaitKind | None = None
         if _DEVICE_SYNC.match(name):
@@ -203,6 +216,7 @@ def _plan_stream_wait(
     sync_by_corr: dict[int, tuple[int, int, int]],
     stream_gp: dict[tuple[int, int], int],
     record_task_by_corr: dict[int, int],
+    records_by_thread: dict[int, NDArray[np.int64]],
 ) -> None:
     """One cudaStreamWaitEvent -> an edge from the recorded GPU task to the waiting stream."""
     thread = int(layout.processor_idx[t])
@@ -219,7 +233,7 @@ def _plan_stream_wait(
         if se_idx.size:
             rec_stream = stream_gp.get((dev, int(trace.sync_events.wait_on_stream[se_idx[0]])), -1)
     if record < 0:
-        record = _previous_record(layout, trace, thread, s)
+        record = _previous_record(records_by_thread, layout, thread, s)
     if record >= 0:
         r_ts, r_thread = int(layout.ts_ns[record]), int(layout.processor_idx[record])
     else:
@@ -244,17 +258,12 @@ def _plan_stream_wait(
     plan.stream_dst.append(dst)
 
 
-def _previous_record(layout: TaskLayout, trace: KinetoTrace, thread: int, ts_ns: int) -> int:
-    """The latest event-record call on ``thread`` that started before ``ts_ns``."""
-    lo, hi = int(layout.proc_ptr[thread]) + 1, int(layout.proc_ptr[thread + 1])
-    k = lo + int(np.searchsorted(layout.ts_ns[lo:hi], ts_ns, side="left")) - 1
-    names = trace.names
-    ev = trace.events
-    steps = 0
-    while k >= lo and steps < 256:
-        e = int(layout.event_idx[k])
-        if e >= 0 and layout.kind[k] == 1 and _EVENT_RECORD.match(names[int(ev.name_idx[e])]):
-            return k
-        k -= 1
-        steps += 1
-    return -1
+def _previous_record(
+    records: dict[int, NDArray[np.int64]], layout: TaskLayout, thread: int, ts_ns: int
+) -> int:
+    """The latest event-record call on ``thread`` that started before ``ts_ns`` (-1 if none)."""
+    tasks = records.get(thread)
+    if tasks is None:
+        return -1
+    k = int(np.searchsorted(layout.ts_ns[tasks], ts_ns, side="left")) - 1
+    return int(tasks[k]) if k >= 0 else -1
