@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -56,6 +57,7 @@ from lumos.ingest.kineto_schema import (
     GPU_CATEGORIES,
     Category,
     EventMeta,
+    RawArgs,
     RawEvent,
     RawTrace,
     category_of,
@@ -259,8 +261,11 @@ def _proc_int(v: int | str) -> int | None:
 
 
 _GPU_INTS = frozenset(int(c) for c in GPU_CATEGORIES)
+_GPU_LIST = np.array(sorted(_GPU_INTS), dtype=np.int8)
 _SYNC = int(Category.CUDA_SYNC)
 _CATS = attrgetter("cat")
+_PH = attrgetter("ph")
+_STREAM = attrgetter("stream")
 _TS = attrgetter("ts")
 _DUR = attrgetter("dur")
 _NAME = attrgetter("name")
@@ -276,7 +281,9 @@ class _Accumulator:
         self.proc_index: dict[tuple[int, Any, Any], int] = {}
         self.labels: dict[Any, str] = {}
         self.cat_counts: dict[str, int] = {}
-        self.cat_cache: dict[tuple[str, bool], int] = {}
+        self.cat_code: dict[str, int] = {}
+        self.thread_ids: dict[tuple[Any, Any], int] = {}
+        self.meta_name: list[bool] = []  # per interned name: does it carry metadata?
         self.cols: dict[str, list[np.ndarray]] = {
             k: [] for k in (*_INT_COLUMNS, "cat", "name_idx", "proc", "ts", "dur")
         }
@@ -288,15 +295,17 @@ class _Accumulator:
 
     def add(self, events: list[RawEvent]) -> None:
         self.num_raw += len(events)
+        phs = list(map(_PH, events))
+        cat_strs = list(map(_CATS, events))
         counts = self.cat_counts
-        xs: list[RawEvent] = []
-        for e in events:
-            key = e.cat or f"<ph {e.ph}>"
-            counts[key] = counts.get(key, 0) + 1
-            ph = e.ph
+        for (cat, ph), k in Counter(zip(cat_strs, phs, strict=True)).items():
+            key = cat or f"<ph {ph}>"
+            counts[key] = counts.get(key, 0) + k
+        xs = [e for e, ph in zip(events, phs, strict=True) if ph == "X"]
+        for e, ph in zip(events, phs, strict=True):
             if ph == "X":
-                xs.append(e)
-            elif ph == "M":
+                continue
+            if ph == "M":
                 self._label(e)
             elif ph in ("s", "f", "t"):
                 flow_cat = e.cat.lower()
@@ -308,32 +317,12 @@ class _Accumulator:
             return
         n = len(xs)
         args = list(map(_ARGS, xs))
-        streams = np.fromiter(map(_stream_of, map(attrgetter("stream"), args)), np.int64, n)
-        cats = np.empty(n, dtype=np.int8)
-        procs = np.empty(n, dtype=np.int32)
-        cat_cache, proc_index = self.cat_cache, self.proc_index
-        for i, e in enumerate(xs):
-            a = e.args
-            has_stream = bool(streams[i] >= 0)
-            ck = (e.cat, has_stream)
-            c = cat_cache.get(ck)
-            if c is None:
-                c = cat_cache[ck] = int(category_of(e.cat, has_stream))
-            cats[i] = c
-            if c in _GPU_INTS:
-                dev = a.device if a.device >= 0 else _proc_int(e.pid)
-                stream = int(streams[i]) if has_stream or c == _SYNC else _proc_int(e.tid)
-                pk: tuple[int, Any, Any] = (
-                    1,
-                    -1 if dev is None else dev,
-                    -1 if stream is None else stream,
-                )
-            else:
-                pk = (0, e.pid, _tid_key(e.tid))
-            p = proc_index.get(pk)
-            if p is None:
-                p = proc_index[pk] = len(proc_index)
-            procs[i] = p
+        try:
+            streams = np.fromiter(map(_STREAM, args), np.int64, n)
+        except (TypeError, ValueError):  # HIP writes stream handles as hex strings
+            streams = np.fromiter(map(_stream_of, map(_STREAM, args)), np.int64, n)
+        cats = self._categories(xs, streams)
+        procs = self._processors(xs, args, cats, streams)
         name_idx = self.interner.ids(map(_NAME, xs))
         cols = self.cols
         cols["cat"].append(cats)
@@ -349,13 +338,47 @@ class _Accumulator:
             cols[col].append(np.fromiter(map(attrgetter(attr), args), np.int64, n))
         # metadata, decoded now for the few events that carry it (chunks are then freed)
         names = self.interner.table_view()
-        wanted = np.flatnonzero(
-            (cats == _SYNC)
-            | np.fromiter((names[k].startswith(_META_PREFIXES) for k in name_idx.tolist()), bool, n)
-        )
+        flags = self.meta_name
+        flags.extend(n_.startswith(_META_PREFIXES) for n_ in names[len(flags) :])
+        wanted = np.flatnonzero((cats == _SYNC) | np.asarray(flags, dtype=bool)[name_idx])
         for i in wanted.tolist():
             self.meta[self.num_x + i] = meta_of(args[i], int(streams[i]))
         self.num_x += n
+
+    def _categories(self, xs: list[RawEvent], streams: np.ndarray) -> np.ndarray:
+        """Category codes; an unknown category counts as GPU work when it names a stream."""
+        cat_strs = list(map(_CATS, xs))
+        codes = self.cat_code
+        for c in set(cat_strs) - codes.keys():
+            codes[c] = int(category_of(c, False))
+        cats = np.fromiter(map(codes.__getitem__, cat_strs), np.int8, len(xs))
+        cats[(cats == int(Category.OTHER_CPU)) & (streams >= 0)] = int(Category.OTHER_GPU)
+        return cats
+
+    def _processors(
+        self, xs: list[RawEvent], args: list[RawArgs], cats: np.ndarray, streams: np.ndarray
+    ) -> np.ndarray:
+        """Processor ids: (pid, tid) threads for host events, (device, stream) for GPU ones."""
+        n = len(xs)
+        procs = np.empty(n, dtype=np.int32)
+        index = self.proc_index
+        gpu = np.isin(cats, _GPU_LIST)
+        cpu_rows = np.flatnonzero(~gpu).tolist()
+        if cpu_rows:
+            thread_ids = self.thread_ids
+            keys = [(xs[i].pid, xs[i].tid) for i in cpu_rows]
+            for k in set(keys) - thread_ids.keys():
+                pk = (0, k[0], _tid_key(k[1]))
+                thread_ids[k] = index.setdefault(pk, len(index))
+            procs[cpu_rows] = np.fromiter(map(thread_ids.__getitem__, keys), np.int32, len(keys))
+        for i in np.flatnonzero(gpu).tolist():
+            e, a = xs[i], args[i]
+            has_stream = streams[i] >= 0
+            dev = a.device if a.device >= 0 else _proc_int(e.pid)
+            stream = int(streams[i]) if has_stream or cats[i] == _SYNC else _proc_int(e.tid)
+            pk = (1, -1 if dev is None else dev, -1 if stream is None else stream)
+            procs[i] = index.setdefault(pk, len(index))
+        return procs
 
     def _label(self, e: RawEvent) -> None:
         if e.name not in ("thread_name", "process_name"):
