@@ -33,7 +33,10 @@ from lumos.sim.result import SimResult
 
 __all__ = ["ABLATIONS", "Replay", "apply_edits", "build_workload", "replay", "write_replay"]
 
-#: Names accepted by ``without`` and what each removes.
+#: Names accepted by ``without`` and what each removes. Removing ``launch`` also removes what
+#: tells the simulator when GPU work was submitted: every kernel then counts as submitted at
+#: time 0, so a stream synchronize waits for the whole stream. Use it to see how much the CPU
+#: side paces the GPU, not as a realistic scenario.
 ABLATIONS: dict[str, tuple[DepKind, ...]] = {
     "intra_thread": (DepKind.INTRA_THREAD,),
     "inter_thread": (DepKind.INTER_THREAD,),
