@@ -134,3 +134,35 @@ def test_every_attribute_kind_round_trips(tmp_path):
     write_chakra(b.build(), p)
     back = read_chakra(p).node(0).attrs
     assert [(a.name, a.kind, a.value) for a in back] == [(a.name, a.kind, a.value) for a in attrs]
+
+
+def test_decoder_regrows_every_array_and_name_table_mid_file(tmp_path):
+    # Sparse first part, dense second part: the first capacity guesses are too small, so the
+    # one-pass decoder must stop, grow and resume for deps, attributes, unknown fields and both
+    # name tables (more than 1024 names, more than 64 attribute names) without losing a node.
+    b = ChakraTraceBuilder(version="0.0.4")
+    expected = []
+    for i in range(1, 6001):
+        dense = i > 3000
+        k = 1 + (i % 7 if dense else 0)
+        name = f"op_{i % 2500}" if dense else "op"
+        attrs = [attr(f"a{(i * 3 + j) % 150}", i + j) for j in range(k if dense else 0)]
+        data = list(range(max(1, i - k), i)) if dense else []
+        unknown = b"\xa0\x06" + bytes([i % 100]) if dense else b""  # field 100, varint
+        b.add_node(i, name, NodeType.COMP_NODE, data_deps=data, ctrl_deps=data[:1],
+                   attrs=attrs, unknown=unknown, duration_micros=i)  # fmt: skip
+        expected.append((i, name, tuple(data), [(a.name, a.value) for a in attrs]))
+    p = tmp_path / "grow.et"
+    write_chakra(b.build(), p)
+    t = read_chakra(p)
+    assert t.num_nodes == 6000
+    for row in (0, 2999, 3000, 3001, 4567, 5999):
+        i, name, data, attrs = expected[row]
+        n = t.node(row)
+        assert (n.id, n.name, n.data_deps, [(a.name, a.value) for a in n.attrs]) == (
+            i, name, data, attrs)  # fmt: skip
+        assert n.unknown == (b"\xa0\x06" + bytes([i % 100]) if row >= 3000 else b"")
+    assert len(t.names) == 2501 and len(t.attr_names) == 150
+    assert sorted(t.names) == sorted(set(t.names))
+    write_chakra(t, tmp_path / "again.et")
+    assert (tmp_path / "again.et").read_bytes() == p.read_bytes()

@@ -1,14 +1,14 @@
 # numba, not mypy, types these kernels (scalars change between Python ints and numpy ints):
-# mypy: disable-error-code="assignment"
+# mypy: disable-error-code="assignment, call-arg"
 """Compiled protobuf wire codec for Chakra files (numba), independent of the protobuf runtime.
 
-Reading is three kernels over one ``uint8`` buffer (the decompressed file or a memory map):
+Reading is two kernels over one ``uint8`` buffer (the decompressed file or a memory map):
 
-- :func:`scan_records` finds the length-delimited records (varint32 length + message).
-- :func:`decode_nodes` walks every ``Node`` record and fills columns; it runs twice, first to
-  count repeated items (deps, attributes, unknown fields), then to fill arrays of those sizes.
-  Strings, ``inputs``/``outputs`` and whole attribute messages are kept as spans (offset, length)
-  into the buffer, so nothing is copied and nothing unknown is lost.
+- :func:`scan_records` checks the framing (varint32 length + message) and counts the records.
+- :func:`decode_nodes` walks every ``Node`` record once and fills columns, interning node and
+  attribute names on the fly. Strings, ``inputs``/``outputs`` and whole attribute messages are
+  kept as spans (offset, length) into the buffer, so nothing is copied and nothing unknown is
+  lost. When an output array is full it returns and the caller grows it and resumes.
 - :func:`encode_nodes` writes nodes back in canonical protobuf order (field number order, proto3
   defaults omitted, packed repeated deps, attributes and unknown fields copied verbatim), which
   reproduces files written by the protobuf library byte for byte.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.extending import intrinsic
 
 # error codes written to err[0]
 E_OK = 0
@@ -45,6 +46,36 @@ ERROR_TEXT = {
     E_VARINT_TOO_LONG: "varint longer than 10 bytes",
 }
 
+
+class MalformedNode(Exception):
+    """Raised by :func:`decode_nodes` after it has filled ``err`` (the caller names the node)."""
+
+
+@intrinsic
+def _borrow(typingctx, arr):  # pragma: no cover - compiled
+    """``arr`` without its reference count (a null meminfo, as ``numba.carray`` makes).
+
+    Numba increments and decrements (atomically) the count of every array passed to a helper,
+    and on paths with early returns it cannot prove those pairs redundant: in the decode loop
+    that was 85 % of the time. A borrowed array is only valid while its owner lives, so borrow
+    only arguments, which the Python caller keeps alive for the whole call."""
+
+    def codegen(context, builder, sig, args):
+        src = context.make_array(sig.args[0])(context, builder, value=args[0])
+        out = context.make_array(sig.return_type)(context, builder)
+        context.populate_array(
+            out,
+            data=src.data,
+            shape=src.shape,
+            strides=src.strides,
+            itemsize=src.itemsize,
+            meminfo=None,
+        )
+        return out._getvalue()
+
+    return arr(arr), codegen
+
+
 U7F = np.uint64(0x7F)
 U80 = np.uint64(0x80)
 
@@ -59,7 +90,7 @@ _ATTR_WT = np.array(
 )
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")  # inlined by numba: a call per varint costs 10x the decode
 def _varint(buf, pos, end):  # pragma: no cover - compiled
     result = np.uint64(0)
     shift = np.uint64(0)
@@ -75,7 +106,7 @@ def _varint(buf, pos, end):  # pragma: no cover - compiled
     return result, -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _fail(err, code, record, offset, field):  # pragma: no cover - compiled
     err[0] = code
     err[1] = record
@@ -83,7 +114,7 @@ def _fail(err, code, record, offset, field):  # pragma: no cover - compiled
     err[3] = field
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _skip(buf, pos, end, wt):  # pragma: no cover - compiled
     """Position after a field value of wire type ``wt``; negative error code on failure."""
     if wt == 0:
@@ -133,7 +164,7 @@ def scan_records(buf, pos, end, fill, rec_off, rec_len, err):  # pragma: no cove
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _fnv(buf, off, ln):  # pragma: no cover - compiled
     h = np.uint64(14695981039346656037)
     for k in range(off, off + ln):
@@ -141,17 +172,76 @@ def _fnv(buf, off, ln):  # pragma: no cover - compiled
     return h
 
 
+@njit(cache=True, inline="always")
+def _lookup(buf, off, ln, h, tab, rep, rep_hash):  # pragma: no cover - compiled
+    """Row of the interned string ``buf[off:off+ln]`` (hash ``h``), or ``-(slot + 1)`` of the
+    free table slot where it belongs. Equal hashes are confirmed byte by byte, so interning is
+    exact even on a hash collision."""
+    mask = tab.shape[0] - 1
+    s = np.int64(h & np.uint64(mask))
+    while True:
+        r = np.int64(tab[s])
+        if r == 0:
+            return -(s + 1)
+        r -= 1
+        if rep_hash[r] == h and rep[r, 1] == ln:
+            a = rep[r, 0]
+            same = True
+            for j in range(ln):
+                if buf[a + j] != buf[off + j]:
+                    same = False
+                    break
+            if same:
+                return r
+        s = (s + 1) & mask
+
+
+@njit(cache=True)
+def rehash(tab, rep_hash, nrep):  # pragma: no cover - compiled
+    """Fill an empty (all-zero) interning table ``tab`` with rows ``0..nrep-1``."""
+    mask = tab.shape[0] - 1
+    for r in range(nrep):
+        s = np.int64(rep_hash[r] & np.uint64(mask))
+        while tab[s] != 0:
+            s = (s + 1) & mask
+        tab[s] = r + 1
+
+
+@njit(cache=True, inline="always")
+def _intern(buf, off, ln, tab, rep, rep_hash, nrep):  # pragma: no cover - compiled
+    """``(row, nrep)`` of the string ``buf[off:off+ln]``, added when new; row -1 when the table
+    or the row arrays are full (the caller grows them and decodes the node again)."""
+    h = _fnv(buf, off, ln)
+    r = _lookup(buf, off, ln, h, tab, rep, rep_hash)
+    if r >= 0:
+        return r, nrep
+    if nrep == rep.shape[0] or 2 * (nrep + 1) > tab.shape[0]:
+        return -1, nrep
+    rep[nrep, 0] = off
+    rep[nrep, 1] = ln
+    rep_hash[nrep] = h
+    tab[-r - 1] = nrep + 1
+    return nrep, nrep + 1
+
+
+# decode_nodes status: 0 done, else which arrays are full (see ST_*); state st[...] indices
+GROW_CTRL = 1
+GROW_DATA = 2
+GROW_ATTR = 3
+GROW_UNK = 4
+GROW_NAMES = 5
+GROW_ATTR_NAMES = 6
+ST_NODE, ST_CTRL, ST_DATA, ST_ATTR, ST_UNK, ST_NAMES, ST_ATTR_NAMES, ST_POS = range(8)
+
+
 @njit(cache=True)
 def decode_nodes(  # pragma: no cover - compiled
     buf,
-    rec_off,
-    rec_len,
-    fill,
-    counts,
+    end,
+    n,
+    st,
     node_id,
-    name_off,
-    name_len,
-    name_hash,
+    name_idx,
     node_type,
     start_us,
     dur_us,
@@ -166,217 +256,231 @@ def decode_nodes(  # pragma: no cover - compiled
     attr_ptr,
     attr_off,
     attr_len,
-    attr_name_off,
-    attr_name_len,
-    attr_name_hash,
+    attr_name,
     attr_kind,
     attr_int,
     attr_float,
     unk_ptr,
     unk_off,
     unk_len,
+    names_tab,
+    names_rep,
+    names_hash,
+    attrs_tab,
+    attrs_rep,
+    attrs_hash,
+    tmp8,
     err,
 ):
-    """Decode every Node record. With ``fill=False`` only ``counts`` (ctrl deps, data deps,
-    attributes, unknown fields) is computed; with ``fill=True`` all columns are written."""
-    n_ctrl = 0
-    n_data = 0
-    n_attr = 0
-    n_unk = 0
-    tmp8 = np.zeros(8, dtype=np.uint8)
-    for i in range(rec_off.shape[0]):
-        p = rec_off[i]
-        e = p + rec_len[i]
-        if fill:
-            ctrl_ptr[i] = n_ctrl
-            data_ptr[i] = n_data
-            attr_ptr[i] = n_attr
-            unk_ptr[i] = n_unk
-            node_id[i] = 0
-            name_off[i] = p
-            name_len[i] = 0
-            node_type[i] = 0
-            start_us[i] = 0
-            dur_us[i] = 0
-            inp_off[i] = 0
-            inp_len[i] = -1
-            out_off[i] = 0
-            out_len[i] = -1
+    """Decode Node records ``st[ST_NODE]..n-1``, the first at byte ``st[ST_POS]``, in one pass.
+
+    The framing must have been checked by :func:`scan_records`. Node and attribute names are
+    interned on the fly (open-addressing hash table, exact). When a repeated-item array (deps,
+    attributes, unknown fields) or an interning table is full, the state ``st`` is left at the
+    start of the current node and the ``GROW_*`` code of what to grow is returned: the caller
+    grows it and calls again, so that no array is ever reallocated in here (numba would then
+    reference-count every access). Interned names are kept across such a restart (the counts
+    ``st[ST_NAMES]``/``st[ST_ATTR_NAMES]`` are never rolled back; interning is idempotent). Returns 0 when every node is decoded. A malformed node sets
+    ``err = [code, row, byte offset, field, record offset, record length]`` and raises
+    :class:`MalformedNode`."""
+    pos = st[ST_POS]
+    n_ctrl = st[ST_CTRL]
+    n_data = st[ST_DATA]
+    n_attr = st[ST_ATTR]
+    n_unk = st[ST_UNK]
+    n_names = st[ST_NAMES]
+    n_attr_names = st[ST_ATTR_NAMES]
+    buf = _borrow(buf)
+    names_tab = _borrow(names_tab)
+    names_rep = _borrow(names_rep)
+    names_hash = _borrow(names_hash)
+    attrs_tab = _borrow(attrs_tab)
+    attrs_rep = _borrow(attrs_rep)
+    attrs_hash = _borrow(attrs_hash)
+    tmp8 = _borrow(tmp8)
+    status = 0
+    for i in range(st[ST_NODE], n):
+        st[ST_NODE] = i
+        st[ST_POS] = pos
+        st[ST_CTRL] = n_ctrl
+        st[ST_DATA] = n_data
+        st[ST_ATTR] = n_attr
+        st[ST_UNK] = n_unk
+        ln, p = _varint(buf, pos, end)
+        e = p + np.int64(ln)
+        err[4] = p
+        err[5] = e - p
+        pos = e
+        ctrl_ptr[i] = n_ctrl
+        data_ptr[i] = n_data
+        attr_ptr[i] = n_attr
+        unk_ptr[i] = n_unk
+        node_id[i] = 0
+        node_type[i] = 0
+        start_us[i] = 0
+        dur_us[i] = 0
+        inp_off[i] = 0
+        inp_len[i] = -1
+        out_off[i] = 0
+        out_len[i] = -1
+        name_o = p
+        name_l = np.int64(0)
         while p < e:
             fstart = p
             tag, p = _varint(buf, p, e)
             if p < 0:
                 _fail(err, E_TRUNCATED_VARINT, i, fstart, 0)
-                return
+                raise MalformedNode()
             fno = np.int64(tag >> np.uint64(3))
             wt = np.int64(tag & np.uint64(7))
             if fno == 1 or fno == 3 or fno == 6 or fno == 7:
                 if wt != 0:
                     _fail(err, E_BAD_WIRE_TYPE, i, fstart, fno)
-                    return
+                    raise MalformedNode()
                 v, p = _varint(buf, p, e)
                 if p < 0:
                     _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
-                    return
-                if fill:
-                    if fno == 1:
-                        node_id[i] = v
-                    elif fno == 3:
-                        node_type[i] = np.int64(v)
-                    elif fno == 6:
-                        start_us[i] = v
-                    else:
-                        dur_us[i] = v
+                    raise MalformedNode()
+                if fno == 1:
+                    node_id[i] = v
+                elif fno == 3:
+                    node_type[i] = np.int64(v)
+                elif fno == 6:
+                    start_us[i] = v
+                else:
+                    dur_us[i] = v
             elif fno == 4 or fno == 5:
                 if wt == 0:
-                    v, p = _varint(buf, p, e)
-                    if p < 0:
-                        _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
-                        return
-                    if fno == 4:
-                        if fill:
-                            ctrl_val[n_ctrl] = v
-                        n_ctrl += 1
-                    else:
-                        if fill:
-                            data_val[n_data] = v
-                        n_data += 1
+                    q = p  # one unpacked value: the loop below runs once
                 elif wt == 2:
-                    ln, p = _varint(buf, p, e)
+                    lv, p = _varint(buf, p, e)
                     if p < 0:
                         _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
-                        return
-                    q = p + np.int64(ln)
+                        raise MalformedNode()
+                    q = p + np.int64(lv)
                     if q > e:
                         _fail(err, E_FIELD_PAST_END, i, fstart, fno)
-                        return
-                    while p < q:
-                        v, p = _varint(buf, p, q)
-                        if p < 0:
-                            _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
-                            return
-                        if fno == 4:
-                            if fill:
-                                ctrl_val[n_ctrl] = v
-                            n_ctrl += 1
-                        else:
-                            if fill:
-                                data_val[n_data] = v
-                            n_data += 1
+                        raise MalformedNode()
                 else:
                     _fail(err, E_BAD_WIRE_TYPE, i, fstart, fno)
-                    return
+                    raise MalformedNode()
+                lim = e if wt == 0 else q
+                while p < q or wt == 0:
+                    v, p = _varint(buf, p, lim)
+                    if p < 0:
+                        _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                        raise MalformedNode()
+                    if fno == 4:
+                        if n_ctrl == ctrl_val.shape[0]:
+                            return GROW_CTRL
+                        ctrl_val[n_ctrl] = v
+                        n_ctrl += 1
+                    else:
+                        if n_data == data_val.shape[0]:
+                            return GROW_DATA
+                        data_val[n_data] = v
+                        n_data += 1
+                    if wt == 0:
+                        break
             elif fno == 2 or fno == 8 or fno == 9 or fno == 10:
                 if wt != 2:
                     _fail(err, E_BAD_WIRE_TYPE, i, fstart, fno)
-                    return
-                ln, p = _varint(buf, p, e)
+                    raise MalformedNode()
+                lv, p = _varint(buf, p, e)
                 if p < 0:
                     _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
-                    return
-                q = p + np.int64(ln)
+                    raise MalformedNode()
+                q = p + np.int64(lv)
                 if q > e:
                     _fail(err, E_FIELD_PAST_END, i, fstart, fno)
-                    return
-                if fill:
-                    if fno == 2:
-                        name_off[i] = p
-                        name_len[i] = q - p
-                    elif fno == 8:
-                        inp_off[i] = p
-                        inp_len[i] = q - p
-                    elif fno == 9:
-                        out_off[i] = p
-                        out_len[i] = q - p
-                if fno == 10:
-                    code = _decode_attr(
-                        buf,
-                        p,
-                        q,
-                        fill,
-                        n_attr,
-                        attr_off,
-                        attr_len,
-                        attr_name_off,
-                        attr_name_len,
-                        attr_name_hash,
-                        attr_kind,
-                        attr_int,
-                        attr_float,
-                        tmp8,
-                    )
+                    raise MalformedNode()
+                if fno == 2:
+                    name_o = p
+                    name_l = q - p
+                elif fno == 8:
+                    inp_off[i] = p
+                    inp_len[i] = q - p
+                elif fno == 9:
+                    out_off[i] = p
+                    out_len[i] = q - p
+                else:
+                    code, a_no, a_nl, kind, ival, fval = _decode_attr(buf, p, q, tmp8)
                     if code != 0:
                         _fail(err, code, i, fstart, 10)
-                        return
+                        raise MalformedNode()
+                    if n_attr == attr_off.shape[0]:
+                        return GROW_ATTR
+                    r, n_attr_names = _intern(
+                        buf, a_no, a_nl, attrs_tab, attrs_rep, attrs_hash, n_attr_names
+                    )
+                    st[ST_ATTR_NAMES] = n_attr_names  # never rolled back: interning is idempotent
+                    if r < 0:
+                        return GROW_ATTR_NAMES
+                    attr_off[n_attr] = p
+                    attr_len[n_attr] = q - p
+                    attr_name[n_attr] = r
+                    attr_kind[n_attr] = kind
+                    attr_int[n_attr] = ival
+                    attr_float[n_attr] = fval
                     n_attr += 1
                 p = q
             else:
                 q = _skip(buf, p, e, wt)
                 if q < 0:
                     _fail(err, -q, i, fstart, fno)
-                    return
-                if fill:
-                    unk_off[n_unk] = fstart
-                    unk_len[n_unk] = q - fstart
+                    raise MalformedNode()
+                if n_unk == unk_off.shape[0]:
+                    return GROW_UNK
+                unk_off[n_unk] = fstart
+                unk_len[n_unk] = q - fstart
                 n_unk += 1
                 p = q
-    if fill:
-        n = rec_off.shape[0]
-        ctrl_ptr[n] = n_ctrl
-        data_ptr[n] = n_data
-        attr_ptr[n] = n_attr
-        unk_ptr[n] = n_unk
-        for i in range(n):
-            name_hash[i] = _fnv(buf, name_off[i], name_len[i])
-        for k in range(n_attr):
-            attr_name_hash[k] = _fnv(buf, attr_name_off[k], attr_name_len[k])
-    counts[0] = n_ctrl
-    counts[1] = n_data
-    counts[2] = n_attr
-    counts[3] = n_unk
+        r, n_names = _intern(buf, name_o, name_l, names_tab, names_rep, names_hash, n_names)
+        st[ST_NAMES] = n_names
+        if r < 0:
+            return GROW_NAMES
+        name_idx[i] = r
+    ctrl_ptr[n] = n_ctrl
+    data_ptr[n] = n_data
+    attr_ptr[n] = n_attr
+    unk_ptr[n] = n_unk
+    st[ST_NODE] = n
+    st[ST_POS] = pos
+    st[ST_CTRL] = n_ctrl
+    st[ST_DATA] = n_data
+    st[ST_ATTR] = n_attr
+    st[ST_UNK] = n_unk
+    st[ST_NAMES] = n_names
+    st[ST_ATTR_NAMES] = n_attr_names
+    return status
 
 
-@njit(cache=True)
-def _decode_attr(  # pragma: no cover - compiled
-    buf,
-    p,
-    e,
-    fill,
-    k,
-    attr_off,
-    attr_len,
-    attr_name_off,
-    attr_name_len,
-    attr_name_hash,
-    attr_kind,
-    attr_int,
-    attr_float,
-    tmp8,
-):
-    """Decode one AttributeProto body ``buf[p:e]`` into slot ``k``; returns an error code."""
+@njit(cache=True, inline="always")
+def _decode_attr(buf, p, e, tmp8):  # pragma: no cover - compiled
+    """Decode one AttributeProto body ``buf[p:e]``: ``(error code, name offset, name length,
+    kind, integer value, float value)``; kind is the oneof field number, 0 when unset."""
     name_o = p
-    name_l = 0
-    kind = 0
+    name_l = np.int64(0)
+    kind = np.int64(0)
     ival = np.int64(0)
     fval = 0.0
-    a0 = p
     while p < e:
         tag, p = _varint(buf, p, e)
         if p < 0:
-            return E_TRUNCATED_VARINT
+            return E_TRUNCATED_VARINT, name_o, name_l, kind, ival, fval
         fno = np.int64(tag >> np.uint64(3))
         wt = np.int64(tag & np.uint64(7))
         if fno <= 32 and fno >= 1 and wt != _ATTR_WT[fno]:
-            return E_ATTR_WIRE_TYPE
+            return E_ATTR_WIRE_TYPE, name_o, name_l, kind, ival, fval
         if fno == 1:
             ln, p = _varint(buf, p, e)
             if p < 0:
-                return E_TRUNCATED_VARINT
+                return E_TRUNCATED_VARINT, name_o, name_l, kind, ival, fval
             name_o = p
             name_l = np.int64(ln)
             p += name_l
             if p > e:
-                return E_FIELD_PAST_END
+                return E_FIELD_PAST_END, name_o, name_l, kind, ival, fval
             continue
         if fno >= 3 and fno <= 32:
             kind = fno
@@ -385,7 +489,7 @@ def _decode_attr(  # pragma: no cover - compiled
             if wt == 0:
                 v, p = _varint(buf, p, e)
                 if p < 0:
-                    return E_TRUNCATED_VARINT
+                    return E_TRUNCATED_VARINT, name_o, name_l, kind, ival, fval
                 if fno == 15 or fno == 17:  # zigzag
                     ival = np.int64(v >> np.uint64(1)) ^ -np.int64(v & np.uint64(1))
                 elif fno == 27:
@@ -400,7 +504,7 @@ def _decode_attr(  # pragma: no cover - compiled
             if wt == 1 or wt == 5:
                 width = 8 if wt == 1 else 4
                 if p + width > e:
-                    return E_FIELD_PAST_END
+                    return E_FIELD_PAST_END, name_o, name_l, kind, ival, fval
                 for j in range(8):
                     tmp8[j] = buf[p + j] if j < width else 0
                 p += width
@@ -417,32 +521,9 @@ def _decode_attr(  # pragma: no cover - compiled
                 continue
         q = _skip(buf, p, e, wt)
         if q < 0:
-            return -q
+            return -q, name_o, name_l, kind, ival, fval
         p = q
-    if fill:
-        attr_off[k] = a0
-        attr_len[k] = e - a0
-        attr_name_off[k] = name_o
-        attr_name_len[k] = name_l
-        attr_kind[k] = kind
-        attr_int[k] = ival
-        attr_float[k] = fval
-    return 0
-
-
-@njit(cache=True)
-def same_strings(buf, off, ln, inverse, rep_off, rep_len):  # pragma: no cover - compiled
-    """True when every span equals its interned representative (no hash collision)."""
-    for i in range(off.shape[0]):
-        r = inverse[i]
-        if ln[i] != rep_len[r]:
-            return False
-        a = off[i]
-        b = rep_off[r]
-        for j in range(ln[i]):
-            if buf[a + j] != buf[b + j]:
-                return False
-    return True
+    return 0, name_o, name_l, kind, ival, fval
 
 
 @njit(cache=True)

@@ -14,6 +14,7 @@ import gzip as _gzip
 import os
 import re
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -94,38 +95,55 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
     buf = _load(path)
     if buf.size == 0:
         raise ChakraFormatError(path, "empty file (after decompression): no GlobalMetadata record")
-    err = np.zeros(4, dtype=np.int64)
+    err = np.zeros(6, dtype=np.int64)
     empty = np.zeros(0, dtype=np.int64)
     n_rec = _wire.scan_records(buf, 0, buf.size, False, empty, empty, err)
     _raise_scan(path, err)
-    rec_off = np.empty(n_rec, dtype=np.int64)
-    rec_len = np.empty(n_rec, dtype=np.int64)
-    _wire.scan_records(buf, 0, buf.size, True, rec_off, rec_len, err)
+    meta_len, pos = read_varint(buf[:10].tobytes(), 0)
     try:
-        meta = ChakraMetadata.decode(buf[rec_off[0] : rec_off[0] + rec_len[0]].tobytes())
+        meta = ChakraMetadata.decode(buf[pos : pos + meta_len].tobytes())
     except (WireError, UnicodeDecodeError) as exc:
         raise ChakraFormatError(path, f"GlobalMetadata record does not decode: {exc}") from None
-    cols = _decode_nodes(path, buf, rec_off[1:], rec_len[1:])
-    names, name_idx = _intern(path, buf, cols.pop("name_off"), cols.pop("name_len"),
-                              cols.pop("name_hash"), "node name")  # fmt: skip
-    attr_names, attr_name_idx = _intern(path, buf, cols.pop("attr_name_off"),
-                                        cols.pop("attr_name_len"), cols.pop("attr_name_hash"),
-                                        "attribute name")  # fmt: skip
+    c = _decode_nodes(path, buf, pos + meta_len, n_rec - 1, err)
+    (node_id, name_idx, node_type, start_us, dur_us, inp_off, inp_len, out_off, out_len,
+     ctrl_ptr, ctrl_deps, data_ptr, data_deps, attr_ptr, attr_off, attr_len, attr_name_idx,
+     attr_kind, attr_int, attr_float, unk_ptr, unk_off, unk_len, name_rep,
+     attr_name_rep) = c  # fmt: skip
     return ChakraTrace(
         metadata=meta,
-        names=names,
+        node_id=node_id,
         name_idx=name_idx,
-        attr_names=attr_names,
-        attr_name_idx=attr_name_idx,
+        names=_names(path, buf, name_rep, name_idx, "node name"),
+        node_type=node_type,
+        ctrl_ptr=ctrl_ptr,
+        ctrl_deps=ctrl_deps,
+        data_ptr=data_ptr,
+        data_deps=data_deps,
+        start_time_micros=start_us,
+        duration_micros=dur_us,
         blob=buf,
+        inputs_off=inp_off,
+        inputs_len=inp_len,
+        outputs_off=out_off,
+        outputs_len=out_len,
+        attr_ptr=attr_ptr,
+        attr_off=attr_off,
+        attr_len=attr_len,
+        attr_name_idx=attr_name_idx,
+        attr_names=_names(path, buf, attr_name_rep, attr_name_idx, "attribute name"),
+        attr_kind=attr_kind,
+        attr_int=attr_int,
+        attr_float=attr_float,
+        unk_ptr=unk_ptr,
+        unk_off=unk_off,
+        unk_len=unk_len,
         path=str(path),
         rank=_rank_of(path) if rank is None else rank,
-        **cols,
     )
 
 
 def _raise_scan(path: Path, err: np.ndarray) -> None:
-    code, record, offset, extra = (int(x) for x in err)
+    code, record, offset, extra = (int(x) for x in err[:4])
     if code == _wire.E_OK:
         return
     what = "GlobalMetadata record" if record == 0 else f"record {record} (node row {record - 1})"
@@ -159,82 +177,104 @@ def _peek_id(buf: np.ndarray, off: int, ln: int) -> int | None:
     return None
 
 
-def _alloc(n: int, n_ctrl: int, n_data: int, n_attr: int, n_unk: int) -> dict[str, np.ndarray]:
-    """Column arrays in the argument order of ``_wire.decode_nodes``."""
-    return {
-        "node_id": np.empty(n, np.uint64),
-        "name_off": np.empty(n, np.int64),
-        "name_len": np.empty(n, np.int64),
-        "name_hash": np.empty(n, np.uint64),
-        "node_type": np.empty(n, np.int8),
-        "start_time_micros": np.empty(n, np.uint64),
-        "duration_micros": np.empty(n, np.uint64),
-        "inputs_off": np.empty(n, np.int64),
-        "inputs_len": np.empty(n, np.int64),
-        "outputs_off": np.empty(n, np.int64),
-        "outputs_len": np.empty(n, np.int64),
-        "ctrl_ptr": np.empty(n + 1, np.int64),
-        "ctrl_deps": np.empty(n_ctrl, np.uint64),
-        "data_ptr": np.empty(n + 1, np.int64),
-        "data_deps": np.empty(n_data, np.uint64),
-        "attr_ptr": np.empty(n + 1, np.int64),
-        "attr_off": np.empty(n_attr, np.int64),
-        "attr_len": np.empty(n_attr, np.int64),
-        "attr_name_off": np.empty(n_attr, np.int64),
-        "attr_name_len": np.empty(n_attr, np.int64),
-        "attr_name_hash": np.empty(n_attr, np.uint64),
-        "attr_kind": np.empty(n_attr, np.int8),
-        "attr_int": np.empty(n_attr, np.int64),
-        "attr_float": np.empty(n_attr, np.float64),
-        "unk_ptr": np.empty(n + 1, np.int64),
-        "unk_off": np.empty(n_unk, np.int64),
-        "unk_len": np.empty(n_unk, np.int64),
-    }
+# (name, dtype) of decode_nodes' arrays after the state: per node, then per repeated item
+_NODE_COLS = (("node_id", np.uint64), ("name_idx", np.int32), ("node_type", np.int8),
+              ("start", np.uint64), ("dur", np.uint64), ("inp_off", np.int64),
+              ("inp_len", np.int64), ("out_off", np.int64), ("out_len", np.int64))  # fmt: skip
+_GROUPS = {  # GROW_* code -> (pointer column, item columns)
+    _wire.GROW_CTRL: ("ctrl_ptr", (("ctrl", np.uint64),)),
+    _wire.GROW_DATA: ("data_ptr", (("data", np.uint64),)),
+    _wire.GROW_ATTR: ("attr_ptr", (("attr_off", np.int64), ("attr_len", np.int64),
+                                   ("attr_name", np.int32), ("attr_kind", np.int8),
+                                   ("attr_int", np.int64), ("attr_float", np.float64))),
+    _wire.GROW_UNK: ("unk_ptr", (("unk_off", np.int64), ("unk_len", np.int64))),
+}  # fmt: skip
+_COUNTER = {_wire.GROW_CTRL: _wire.ST_CTRL, _wire.GROW_DATA: _wire.ST_DATA,
+            _wire.GROW_ATTR: _wire.ST_ATTR, _wire.GROW_UNK: _wire.ST_UNK}  # fmt: skip
 
 
-def _decode_nodes(path: Path, buf: np.ndarray, rec_off: np.ndarray, rec_len: np.ndarray) -> dict:
-    n = rec_off.shape[0]
-    err = np.zeros(4, dtype=np.int64)
-    counts = np.zeros(4, dtype=np.int64)
-    dummy = _alloc(0, 0, 0, 0, 0)  # same dtypes as the fill pass: one compiled specialization
-    _wire.decode_nodes(buf, rec_off, rec_len, False, counts, *dummy.values(), err)  # type: ignore[call-arg]
-    _raise_node(path, buf, rec_off, rec_len, err)
-    c = _alloc(n, *(int(x) for x in counts))
-    _wire.decode_nodes(buf, rec_off, rec_len, True, counts, *c.values(), err)  # type: ignore[call-arg]
-    _raise_node(path, buf, rec_off, rec_len, err)
-    return c
+def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray) -> list:
+    """Run the one-pass decoder, growing its arrays when it asks; returns the columns trimmed
+    to size, in ``_read_file``'s unpacking order, then the two interned-name span arrays."""
+    cols: dict[str, np.ndarray] = {name: np.empty(n, dt) for name, dt in _NODE_COLS}
+    for code, (ptr, items) in _GROUPS.items():
+        cols[ptr] = np.empty(n + 1, np.int64)
+        for name, dt in items:  # small first guess: the first regrowth extrapolates
+            cols[name] = np.empty(min(n, 4096) if code != _wire.GROW_UNK else 16, dt)
+    tables = {k: _new_table(cap) for k, cap in (("names", 1024), ("attr_names", 64))}
+    st = np.zeros(8, dtype=np.int64)
+    st[_wire.ST_POS] = pos
+    total = max(buf.size - pos, 1)
+    tmp8 = np.zeros(8, dtype=np.uint8)
+    while True:
+        try:
+            status = _wire.decode_nodes(  # type: ignore[call-arg]
+                buf, buf.size, n, st, *cols.values(), *tables["names"], *tables["attr_names"],
+                tmp8, err,
+            )  # fmt: skip
+        except _wire.MalformedNode:
+            _raise_node(path, buf, err)
+        if status == 0:
+            break
+        if status in _GROUPS:
+            used = int(st[_COUNTER[status]])
+            done = max(int(st[_wire.ST_POS]) - pos, 1)
+            cap = max(int(used * total / done * 1.05) + 1024, used + used // 2 + 16)
+            for name, dt in _GROUPS[status][1]:
+                grown = np.empty(cap, dt)
+                grown[:used] = cols[name][:used]
+                cols[name] = grown
+        else:
+            key = "names" if status == _wire.GROW_NAMES else "attr_names"
+            used = int(st[_wire.ST_NAMES if key == "names" else _wire.ST_ATTR_NAMES])
+            tables[key] = _grow_table(tables[key], used)
+    sizes = {"ctrl": _wire.ST_CTRL, "data": _wire.ST_DATA, "unk_off": _wire.ST_UNK,
+             "unk_len": _wire.ST_UNK}  # fmt: skip
+    out = []
+    for name, arr in cols.items():
+        if name.startswith("attr_") and not name.endswith("_ptr"):
+            k = int(st[_wire.ST_ATTR])
+        elif name in sizes:
+            k = int(st[sizes[name]])
+        else:
+            out.append(arr)
+            continue
+        out.append(arr[:k] if k * 5 >= arr.shape[0] * 4 else arr[:k].copy())
+    out.append(tables["names"][1][: int(st[_wire.ST_NAMES])])
+    out.append(tables["attr_names"][1][: int(st[_wire.ST_ATTR_NAMES])])
+    return out
 
 
-def _raise_node(path: Path, buf: np.ndarray, rec_off, rec_len, err: np.ndarray) -> None:
-    code, row, offset, fno = (int(x) for x in err)
-    if code == _wire.E_OK:
-        return
-    node_id = _peek_id(buf, int(rec_off[row]), int(rec_len[row]))
+def _new_table(cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An empty interning table: (slots, row spans (offset, length), row hashes)."""
+    return np.zeros(2 * cap, np.int32), np.empty((cap, 2), np.int64), np.empty(cap, np.uint64)
+
+
+def _grow_table(
+    table: tuple[np.ndarray, np.ndarray, np.ndarray], used: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    _, rep, rep_hash = table
+    tab2, rep2, hash2 = _new_table(2 * rep.shape[0])
+    rep2[:used] = rep[:used]
+    hash2[:used] = rep_hash[:used]
+    _wire.rehash(tab2, hash2, used)
+    return tab2, rep2, hash2
+
+
+def _raise_node(path: Path, buf: np.ndarray, err: np.ndarray) -> NoReturn:
+    code, row, offset, fno, rec_off, rec_len = (int(x) for x in err)
+    node_id = _peek_id(buf, rec_off, rec_len)
     who = f"node id {node_id} (row {row})" if node_id is not None else f"node row {row}"
     raise ChakraFormatError(path, f"{who}, field {fno} at byte {offset}: {_wire.ERROR_TEXT[code]}")
 
 
-def _intern(path, buf, off, ln, hashes, what) -> tuple[tuple[str, ...], np.ndarray]:
-    if hashes.size == 0:
-        return (), np.zeros(0, dtype=np.int32)
-    uniq, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-    rep_off, rep_len = off[first], ln[first]
-    if not _wire.same_strings(buf, off, ln, inverse, rep_off, rep_len):
-        # a 64-bit hash collision: intern exactly (slow path, never seen in practice)
-        table: dict[bytes, int] = {}
-        idx = np.array(
-            [
-                table.setdefault(buf[o : o + n].tobytes(), len(table))
-                for o, n in zip(off, ln, strict=True)
-            ],
-            dtype=np.int32,
-        )
-        raw_names = list(table)
-    else:
-        idx = inverse.astype(np.int32)
-        raw_names = [buf[o : o + n].tobytes() for o, n in zip(rep_off, rep_len, strict=True)]
+def _names(
+    path: Path, buf: np.ndarray, rep: np.ndarray, idx: np.ndarray, what: str
+) -> tuple[str, ...]:
+    """The interned strings (spans ``rep[k] = (offset, length)`` into ``buf``) as text."""
     names = []
-    for k, raw in enumerate(raw_names):
+    for k, (o, n) in enumerate(rep.tolist()):
+        raw = buf[o : o + n].tobytes()
         try:
             names.append(raw.decode("utf-8"))
         except UnicodeDecodeError:
@@ -242,8 +282,7 @@ def _intern(path, buf, off, ln, hashes, what) -> tuple[tuple[str, ...], np.ndarr
             raise ChakraFormatError(
                 path, f"{what} of row {row} is not valid UTF-8: {raw[:40]!r}"
             ) from None
-    del uniq
-    return tuple(names), idx
+    return tuple(names)
 
 
 def write_chakra(
