@@ -45,6 +45,10 @@ Process groups are the METADATA node's ``lumos_pg_*`` attributes, plus ASTRA-sim
 when every group name is a number. When a tool edits the dependencies of a lumos-written file,
 ``from_chakra`` notices that ``data_deps`` no longer match the edge table and rebuilds the
 edges from ``data_deps`` (counted in diagnostics).
+
+``to_chakra(graph, delay_nodes=True)`` also writes each positive edge delay as a synthetic
+COMP node on its dependency, for consumers that know nothing of delays (see
+:mod:`lumos.chakra.mapping_delay`); :func:`from_chakra` drops those nodes again.
 """
 
 from __future__ import annotations
@@ -57,6 +61,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lumos.chakra.attrs import Attr, IOInfo
+from lumos.chakra.mapping_delay import (
+    DELAY_ATTR,
+    delay_rows,
+    kind_names,
+    pair_delays,
+    resolve_delay_deps,
+)
 from lumos.chakra.mapping_encode import AttrColumn, build_trace
 from lumos.chakra.schema import NodeType
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace, ChakraWorkload
@@ -242,10 +253,14 @@ def to_chakra(
     *,
     io: Mapping[int, tuple[IOInfo | None, IOInfo | None]] | None = None,
     task_attrs: Mapping[int, Sequence[Attr]] | None = None,
+    delay_nodes: bool = False,
 ) -> ChakraTrace:
     """One rank's graph as a Chakra trace (see the module docstring for the mapping).
 
-    ``io`` gives ``(inputs, outputs)`` of some tasks and ``task_attrs`` extra attributes (e.g.
+    ``delay_nodes=True`` writes each positive edge delay as a synthetic COMP node on its
+    dependency (:mod:`lumos.chakra.mapping_delay`), so that a consumer that honours only
+    ``data_deps`` and ``duration_micros`` (ASTRA-sim) sees CPU overhead gaps and launch
+    latencies; :func:`from_chakra` folds them back. ``io`` gives ``(inputs, outputs)`` of some tasks and ``task_attrs`` extra attributes (e.g.
     ``op_schema`` from a PyTorch ET); both are written on those tasks' nodes and are not part
     of the graph that :func:`from_chakra` returns.
     """
@@ -259,7 +274,12 @@ def to_chakra(
     dep_ptr = np.searchsorted(dep_dst, np.arange(n + 1))
 
     has_pg = bool(g.process_groups)
-    total = n + int(has_pg)
+    base = n + int(has_pg)  # first delay node
+    delayed = np.zeros(0, dtype=np.int64)
+    if delay_nodes:
+        d_ns, d_kind = pair_delays(g, dep_src, dep_dst)
+        delayed = np.flatnonzero(d_ns > 0)
+    total = base + delayed.size
 
     def pad(values: NDArray[Any], fill: int = 0) -> NDArray[np.int64]:
         return np.r_[np.asarray(values, dtype=np.int64), np.full(total - n, fill, np.int64)]
@@ -274,8 +294,11 @@ def to_chakra(
     tag = pad(c.tag[ci] if len(c) else np.zeros(n))
     pg = pad(c.pg_idx[ci] if len(c) else np.zeros(n))
     pg_strings = ("", *(pg.name for pg in g.process_groups))
+    cpu_values, cpu_mask = pad(is_cpu), task.copy()
+    cpu_values[base:] = is_cpu[dep_dst[delayed]]
+    cpu_mask[base:] = True
     columns = [
-        AttrColumn("is_cpu_op", "bool_val", pad(is_cpu), task),
+        AttrColumn("is_cpu_op", "bool_val", cpu_values, cpu_mask),
         AttrColumn("comm_type", "int64_val", pad(c.kind[ci] if len(c) else np.zeros(n)), coll),
         AttrColumn("comm_src", "int32_val", np.where(send, g.rank, peer), p2p),
         AttrColumn("comm_dst", "int32_val", np.where(send, peer, g.rank), p2p),
@@ -305,16 +328,40 @@ def to_chakra(
         names.append("process_group:init")
         name_idx[n] = len(names) - 1
         types[n] = NodeType.METADATA_NODE
+    data_ptr = np.r_[dep_ptr, np.full(base - n, dep_ptr[-1], np.int64)]
+    data_deps = dep_src
+    start_us, dur_us = pad(start_us), pad(dur_us)
+    if delayed.size:
+        delay_ns, src = d_ns[delayed], dep_src[delayed]
+        d_names = kind_names(d_kind[delayed])
+        lookup = {s: k for k, s in enumerate(dict.fromkeys(d_names), start=len(names))}
+        names.extend(lookup)
+        name_idx[base:] = [lookup[s] for s in d_names]
+        types[base:] = NodeType.COMP_NODE
+        data_deps = dep_src.copy()
+        data_deps[delayed] = base + np.arange(delayed.size)
+        data_deps = np.r_[data_deps, src]
+        data_ptr = np.r_[data_ptr, dep_ptr[-1] + 1 + np.arange(delayed.size)]
+        start_us[base:] = np.maximum(t.ts_ns[src] + t.dur_ns[src], 0) // 1000
+        dur_us[base:] = (delay_ns + 500) // 1000
+        is_delay = np.zeros(total, dtype=bool)
+        is_delay[base:] = True
+        delay_col = pad(np.zeros(n))
+        delay_col[base:] = delay_ns
+        columns += [
+            AttrColumn(DELAY_ATTR, "int64_val", delay_col, is_delay),
+            AttrColumn("lumos_synthetic", "bool_val", np.ones(total, np.int64), is_delay),
+        ]
     meta = ChakraMetadata.build(CHAKRA_VERSION, _metadata_attrs(g))
     return build_trace(
         meta,
         names=names,
         name_idx=name_idx,
         node_type=types.astype(np.int8),
-        data_ptr=np.r_[dep_ptr, np.full(total - n, dep_ptr[-1], np.int64)],
-        data_deps=dep_src,
-        start_time_micros=pad(start_us),
-        duration_micros=pad(dur_us),
+        data_ptr=data_ptr,
+        data_deps=data_deps,
+        start_time_micros=start_us,
+        duration_micros=dur_us,
         columns=columns,
         extra_attrs=extra,
         io=io_all,
@@ -322,10 +369,12 @@ def to_chakra(
     )
 
 
-def workload_to_chakra(workload: Workload | ExecGraph) -> ChakraWorkload:
+def workload_to_chakra(
+    workload: Workload | ExecGraph, *, delay_nodes: bool = False
+) -> ChakraWorkload:
     """Every rank of ``workload`` as a :class:`ChakraWorkload` (one trace per rank)."""
     w = Workload.of(workload)
-    return ChakraWorkload({g.rank: to_chakra(g) for g in w.graphs})
+    return ChakraWorkload({g.rank: to_chakra(g, delay_nodes=delay_nodes) for g in w.graphs})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,7 +425,8 @@ def from_chakra(trace: ChakraTrace, *, world_size: int | None = None) -> ExecGra
     where = trace.path or "<chakra trace>"
     meta = {a.name: a.value for a in trace.metadata.attrs}
     diag = Diagnostics()
-    is_task = trace.node_type != NodeType.METADATA_NODE
+    is_delay = delay_rows(trace)
+    is_task = (trace.node_type != NodeType.METADATA_NODE) & ~is_delay
     task_rows = np.flatnonzero(is_task)
     n = task_rows.size
     if not np.array_equal(trace.node_id[task_rows], np.arange(n, dtype=np.uint64)):
@@ -408,7 +458,7 @@ def from_chakra(trace: ChakraTrace, *, world_size: int | None = None) -> ExecGra
     label = tuple(meta.get("lumos_proc_label", ()))
     processors = Processors(**tables[Processors], label=label)
     groups: tuple[ProcessGroup, ...] = ()
-    meta_rows = np.flatnonzero(~is_task)
+    meta_rows = np.flatnonzero(trace.node_type == NodeType.METADATA_NODE)
     for r in meta_rows.tolist():
         groups = groups + _groups_of(trace.node(r))
     graph = ExecGraph(
@@ -424,7 +474,7 @@ def from_chakra(trace: ChakraTrace, *, world_size: int | None = None) -> ExecGra
         world_size=int(meta.get("world_size", world_size or 1)),
         diagnostics=diag,
     )
-    if not _deps_match(trace, task_rows, graph):
+    if not _deps_match(trace, resolve_delay_deps(trace, is_delay), task_rows, graph):
         diag.warn("chakra_deps_edited", f"{where}: data_deps differ from the lumos edge table")
         from lumos.chakra.mapping_foreign import edges_from_deps
 
@@ -446,8 +496,11 @@ def _groups_of(node: Any) -> tuple[ProcessGroup, ...]:
     )  # fmt: skip
 
 
-def _deps_match(trace: ChakraTrace, task_rows: NDArray[Any], graph: ExecGraph) -> bool:
-    """Whether the file's ``data_deps`` are exactly what :func:`to_chakra` writes for ``graph``."""
+def _deps_match(
+    trace: ChakraTrace, deps: NDArray[Any], task_rows: NDArray[Any], graph: ExecGraph
+) -> bool:
+    """Whether the file's ``data_deps`` (``deps``: delay nodes resolved to their sources) are
+    exactly what :func:`to_chakra` writes for ``graph``."""
     src, dst = dependency_pairs(graph)
     counts = np.diff(trace.data_ptr)
     if not np.array_equal(counts[task_rows], np.bincount(dst, minlength=task_rows.size)):
@@ -455,7 +508,7 @@ def _deps_match(trace: ChakraTrace, task_rows: NDArray[Any], graph: ExecGraph) -
     owner = np.repeat(np.arange(trace.num_nodes), counts)
     is_task = np.zeros(trace.num_nodes, dtype=bool)
     is_task[task_rows] = True
-    got = trace.data_deps[is_task[owner]].astype(np.int64)
+    got = deps[is_task[owner]].astype(np.int64)
     return got.size == src.size and bool(np.array_equal(got, src))
 
 
