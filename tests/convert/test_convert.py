@@ -139,3 +139,21 @@ def test_foreign_chakra_replays_through_replay(tmp_path):
     rep = replay(w)
     diag = rep.summaries[0]["diagnostics"]
     assert diag["cpu_comm_without_comm_type"]["count"] == 14
+
+
+def test_delay_nodes_are_the_default_and_can_be_turned_off(tmp_path):
+    from lumos.chakra.mapping_delay import delay_rows
+
+    src = str(DATA / "cuda_event_sync/event_sync_trace.json.gz")
+    g = build_graph(read_kineto(src))
+    n_delays = int((g.edges.delay_ns > 0).sum())
+    for flags, prefix, expected in (([], "d", n_delays), (["--no-delay-nodes"], "p", 0),
+                                    (["--compat", "upstream"], "u", 0),
+                                    (["--compat", "upstream", "--delay-nodes"], "ud", None)):  # fmt: skip
+        assert main(["convert", src, "-o", str(tmp_path / prefix), "--workers", "1", *flags]) == 0
+        t = read_chakra(tmp_path / f"{prefix}.0.et")
+        got = int(delay_rows(t).sum())
+        assert got > 0 if expected is None else got == expected
+        assert main(["chakra", "validate", str(tmp_path / f"{prefix}.0.et")]) == 0
+    back = from_chakra(read_chakra(tmp_path / "d.0.et"))
+    assert graph_differences(g, back) == []

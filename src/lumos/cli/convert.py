@@ -26,6 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compat", choices=COMPAT_MODES, default=None,
                    help="reproduce upstream's converter dependency structure (no stream order, "
                    "no sync or inter-stream edges, NCCL kernels without outgoing deps)")  # fmt: skip
+    p.add_argument("--delay-nodes", action=argparse.BooleanOptionalAction, default=None,
+                   help="write each edge delay (CPU gap, launch latency) as a synthetic "
+                   "delay:<kind> node so Chakra tools that honour only data_deps (ASTRA-sim) "
+                   "keep it (default: on, off with --compat)")  # fmt: skip
     p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
     p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
     p.set_defaults(func=run)
@@ -47,9 +51,10 @@ def format_report(report: ConvertReport) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Convert, print the per-rank summary."""
-    jobs = plan_run(args.paths, args.out, args.compat)
+    jobs = plan_run(args.paths, args.out, args.compat, args.delay_nodes)
     with progress_bar("converting ranks", len(jobs)) as advance:
-        report = convert(args.paths, args.out, compat=args.compat, workers=args.workers,
+        report = convert(args.paths, args.out, compat=args.compat,
+                         delay_nodes=args.delay_nodes, workers=args.workers,
                          dask_address=args.dask, on_done=advance, jobs=jobs)  # fmt: skip
     print(format_report(report))
     print(f"wrote {len(report.ranks)} Chakra ET(s) and {report.out_prefix}.convert.json")
