@@ -8,6 +8,11 @@ COMM_COLL with comm_type/comm_size, 200 distinct names, 1-3 attributes per node)
 (mlc-chakra) is importable, reads the same file with its protobuf reader (``protolib``), which
 is slow: ``--upstream-nodes`` caps how many of its nodes are timed (the rate is per node).
 Prints nodes/s, MB/s and peak RSS. Timings are wall-clock, best of ``--repeat``.
+
+``--delay-table`` instead prints, for the replay traces in tests/data, the makespan of a
+consumer that honours only ``data_deps`` + ``duration_micros`` (unlimited concurrency, like
+ASTRA-sim's dependency resolution) on ``to_chakra(g)`` and ``to_chakra(g, delay_nodes=True)``,
+next to lumos's replay span.
 """
 
 from __future__ import annotations
@@ -91,12 +96,59 @@ def upstream_rate(path: Path, limit: int, extract: bool) -> float | None:
     return count / (time.perf_counter() - t0)
 
 
+DELAY_TRACES = [
+    "alltoall_4streams/control.json.gz", "v100_stream_wait_event/df_index_resolver.json.gz",
+    "sendrecv_5streams/sampled_rank-0.json.gz", "sendrecv_5streams/sampled_rank-1.json.gz",
+    "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz",
+    "rccl_mi300/resnet_act_checkpoint.json.gz", "cuda_event_sync/event_sync_trace.json.gz",
+    "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+]  # fmt: skip
+
+
+def deps_only_span_us(trace: ChakraTrace) -> int:
+    from lumos.chakra.deps import resolve_deps, topological_order
+
+    g = resolve_deps(trace)
+    order, _ = topological_order(g)
+    dur = trace.duration_micros.astype(np.int64)
+    end = np.zeros(trace.num_nodes, dtype=np.int64)
+    for v in order.tolist():
+        preds = g.pred_idx[g.pred_ptr[v] : g.pred_ptr[v + 1]]
+        end[v] = (end[preds].max() if preds.size else 0) + dur[v]
+    return int(end.max())
+
+
+def delay_table() -> None:
+    from lumos.chakra.mapping import to_chakra
+    from lumos.graph.build import build_graph
+    from lumos.ingest.kineto import read_kineto
+    from lumos.sim import simulate
+
+    data = Path(__file__).resolve().parent.parent / "tests" / "data"
+    print(
+        "| trace | tasks | delay nodes | lumos replay (us) | deps only | deps only + delay nodes |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in DELAY_TRACES:
+        g = build_graph(read_kineto(data / name))
+        r = simulate(g)
+        replay = (int(r.end_ns.max()) - int(r.start_ns.min())) / 1000
+        plain, delayed = to_chakra(g), to_chakra(g, delay_nodes=True)
+        a, b = deps_only_span_us(plain), deps_only_span_us(delayed)
+        print(f"| {name} | {g.num_tasks} | {delayed.num_nodes - plain.num_nodes} | {replay:.0f} "
+              f"| {a} ({(a / replay - 1) * 100:+.1f} %) | {b} ({(b / replay - 1) * 100:+.1f} %) |")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--delay-table", action="store_true")
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--upstream-nodes", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.delay_table:
+        delay_table()
+        return
     trace = synthetic(args.nodes)
     read_chakra(write_chakra(synthetic(100), Path(tempfile.mkdtemp()) / "warm.et")[0])  # compile
     with tempfile.TemporaryDirectory() as d:

@@ -24,7 +24,7 @@ Delay nodes (default on, except with ``compat="upstream"``): each positive edge 
 overhead between ops, launch latency) is also written as a synthetic ``delay:<kind>`` COMP node
 on its dependency (:mod:`lumos.chakra.mapping_delay`). Chakra has no field for delays, so
 without them a consumer that honours only ``data_deps`` and ``duration_micros`` (ASTRA-sim)
-replays every gap as 0: on the realdata test traces its step times fell 14-78 % short; with
+replays every gap as 0: on the replay test traces its run time fell 17-78 % short; with
 them it lands within 1 % of lumos's replay. lumos itself reads the exact delays either way
 (``from_chakra`` drops the synthetic nodes). ``delay_nodes=False`` (``--no-delay-nodes``)
 writes only the task nodes.
