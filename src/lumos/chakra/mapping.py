@@ -139,10 +139,10 @@ def _ints(name: str, values: NDArray[Any]) -> Attr:
 def static_wait_targets(graph: ExecGraph) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """``(waiting task, waited GPU task)`` pairs: each runtime wait resolved on the recording.
 
-    A STREAM wait waits for the last task on its stream whose launch started no later than the
-    waiting task (recorded ``ts_ns``); DEVICE does that for every stream of the device; EVENT
-    for the task its record captured (the last task on the record's stream launched before the
-    record). Waits whose target is empty give no pair. This is what a Chakra consumer sees of
+    A STREAM wait waits for the last task on its stream whose launch started strictly before
+    the waiting task (recorded ``ts_ns``); DEVICE does that for every stream of the device;
+    EVENT for the task its record captured (the last task on the record's stream launched
+    strictly before the record). Waits whose target is empty give no pair. This is what a Chakra consumer sees of
     a sync; lumos replays the waits themselves.
     """
     g, t, w = graph, graph.tasks, graph.waits
@@ -169,7 +169,9 @@ def static_wait_targets(graph: ExecGraph) -> tuple[NDArray[np.int64], NDArray[np
             at, procs = int(t.ts_ns[task]), [int(w.target_processor_idx[i])]
         for p in procs:
             on = perm[indptr[p] : indptr[p + 1]]
-            k = int(np.searchsorted(np.maximum.accumulate(launch_ts[on]), at, side="right"))
+            # strictly before: a launch at the same instant cannot precede the wait (it may be
+            # launched by the waiting task itself, which would make a cycle)
+            k = int(np.searchsorted(np.maximum.accumulate(launch_ts[on]), at, side="left"))
             if k > 0 and int(on[k - 1]) != task:
                 src.append(int(on[k - 1]))
                 dst.append(task)
