@@ -152,3 +152,17 @@ def test_slower_gpu_stretches_steps_through_the_syncs(nccl_graph):
     slow = [s["predicted_ns"] for s in simulate(g.with_durations(dur)).steps()]
     assert slow[0] == base[0]  # nothing waits on the GPU inside the first step
     assert all(s > 1.5 * b for s, b in zip(slow[1:], base[1:], strict=True))
+
+
+def test_eight_ranks_replay_together_with_matched_collectives():
+    """The 8-rank DLRM run (one shared clock): collectives rendezvous across ranks."""
+    from lumos.replay import build_workload, replay
+
+    w, _ = build_workload([DATA / "link_dlrm_8rank/dlrm_kineto.tar.gz"], workers=1)
+    assert w.ranks == tuple(range(8))
+    groups = w.collective_groups()
+    # 3 all-reduces + 5 all-to-alls per rank, each matched across all 8 ranks
+    assert groups.num_groups == 8 and (groups.sizes() == 8).all()
+    rep = replay(w)
+    errors = [abs(s["steps"][0]["error"]) for s in rep.summaries]
+    assert max(errors) < 0.02
