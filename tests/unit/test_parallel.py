@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import DATA
 
 from lumos.errors import MissingDependencyError
 from lumos.parallel import map_ranks
 from lumos.replay import build_workload
-from tests.conftest import DATA
 
 TRACES = [
     DATA / "sendrecv_5streams/sampled_rank-0.json.gz",
