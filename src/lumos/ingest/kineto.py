@@ -26,136 +26,24 @@ column             meaning
 from __future__ import annotations
 
 import os
-import re
-from collections import Counter
-from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
-from typing import Any
 
 import msgspec
-import numpy as np
 
 from lumos._io import read_bytes
 from lumos.errors import TraceFormatError
-from lumos.ingest._intern import Interner
-from lumos.ingest.kineto_meta import (
-    Collectives,
-    FlowEnd,
-    Flows,
-    Processors,
-    Steps,
-    SyncEvents,
-    TraceMeta,
-    build_collectives,
-    build_flows,
-    build_meta,
-    build_steps,
-    build_sync_events,
-)
-from lumos.ingest.kineto_schema import (
-    GPU_CATEGORIES,
-    Category,
-    EventMeta,
-    RawArgs,
-    RawEvent,
-    RawTrace,
-    category_of,
-    meta_of,
-)
+from lumos.ingest.kineto_columns import Accumulator
+from lumos.ingest.kineto_schema import RawEvent, RawTrace
 from lumos.ingest.kineto_split import split_events
 from lumos.ingest.kineto_tolerant import decode_tolerant
+from lumos.ingest.kineto_trace import Events, KinetoTrace
 
-__all__ = ["Events", "KinetoTrace", "read_kineto", "trace_from_bytes"]
+__all__ = ["CHUNK_EVENTS", "Events", "KinetoTrace", "read_kineto", "trace_from_bytes"]
 
 _DECODER = msgspec.json.Decoder(RawTrace)
 _LIST_DECODER = msgspec.json.Decoder(list[RawEvent])
-_STREAM_RE = re.compile(r"(-?\d+)$")
-_INT_COLUMNS = (
-    "correlation_id",
-    "external_id",
-    "rf_id",
-    "ev_idx",
-    "seq_id",
-    "fwd_thread_id",
-    "num_bytes",
-    "stream",
-)
-_ARG_IDS = (
-    ("correlation_id", "correlation"),
-    ("rf_id", "rf_id"),
-    ("ev_idx", "ev_idx"),
-    ("seq_id", "seq_id"),
-    ("fwd_thread_id", "fwd_thread_id"),
-    ("num_bytes", "num_bytes"),
-)
 #: Events decoded per chunk: bounds the memory of decoded events on multi-GB traces.
 CHUNK_EVENTS = 20_000
-_META_PREFIXES = ("record_param_comms", "c10d::", "nccl:", "gloo:", "rccl:")
-
-
-@dataclass(frozen=True, eq=False)
-class Events:
-    """Duration events as columns (see the module docstring for each column)."""
-
-    cat: np.ndarray
-    name_idx: np.ndarray
-    ts_ns: np.ndarray
-    dur_ns: np.ndarray
-    processor_idx: np.ndarray
-    correlation_id: np.ndarray
-    external_id: np.ndarray
-    rf_id: np.ndarray
-    ev_idx: np.ndarray
-    seq_id: np.ndarray
-    fwd_thread_id: np.ndarray
-    num_bytes: np.ndarray
-    stream: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.ts_ns.shape[0])
-
-    @property
-    def end_ns(self) -> np.ndarray:
-        """End time of every event."""
-        return self.ts_ns + self.dur_ns
-
-
-@dataclass(frozen=True, eq=False)
-class KinetoTrace:
-    """One rank's Kineto trace, columnar. Built by :func:`read_kineto`; never mutated."""
-
-    path: str
-    names: tuple[str, ...]
-    events: Events
-    processors: Processors
-    flows: Flows
-    steps: Steps
-    collectives: Collectives
-    sync_events: SyncEvents
-    meta: TraceMeta
-    category_counts: dict[str, int]
-    num_raw_events: int
-    diagnostics: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def rank(self) -> int:
-        """The rank from ``distributedInfo`` (0 when the trace has none)."""
-        return self.meta.rank if self.meta.rank >= 0 else 0
-
-    def name_of(self, event_idx: int) -> str:
-        """The name of one event."""
-        return self.names[int(self.events.name_idx[event_idx])]
-
-    def mask(self, *cats: Category) -> np.ndarray:
-        """Boolean mask of the events whose category is one of ``cats``."""
-        return np.isin(self.events.cat, np.asarray([int(c) for c in cats], dtype=np.int8))
-
-    def processor_slices(self) -> list[tuple[int, int]]:
-        """``[start, stop)`` event rows of each processor (events are grouped by processor)."""
-        p = self.events.processor_idx
-        bounds = np.searchsorted(p, np.arange(len(self.processors) + 1), side="left")
-        return [(int(bounds[i]), int(bounds[i + 1])) for i in range(len(self.processors))]
 
 
 def read_kineto(path: str | os.PathLike[str], member: str | None = None) -> KinetoTrace:
@@ -185,7 +73,7 @@ def trace_from_bytes(raw: bytes, where: str) -> KinetoTrace:
         raise TraceFormatError(where, "empty file")
     if head[:1] not in (b"{", b"["):
         raise TraceFormatError(where, "not JSON (does not start with '{' or '[')")
-    acc = _Accumulator(diagnostics)
+    acc = Accumulator(diagnostics)
     split = split_events(raw, CHUNK_EVENTS) if head[:1] == b"{" else None
     if split is not None:
         rest, ranges, _ = split
@@ -195,7 +83,7 @@ def trace_from_bytes(raw: bytes, where: str) -> KinetoTrace:
                 acc.add(_decode_chunk(b"[" + raw[a:b] + b"]", where, diagnostics))
             return acc.finish(top, where)
         except _FallBack:
-            acc = _Accumulator(diagnostics := {})
+            acc = Accumulator(diagnostics := {})
     top = _decode_whole(raw, head, where, diagnostics)
     acc.add(top.traceEvents)
     return acc.finish(top, where)
@@ -237,198 +125,3 @@ def _decode_whole(raw: bytes, head: bytes, where: str, diagnostics: dict[str, in
         raise TraceFormatError(where, f"invalid JSON: {exc}") from None
     except UnicodeDecodeError as exc:
         raise TraceFormatError(where, f"invalid JSON: not UTF-8 text ({exc.reason})") from None
-
-
-def _stream_of(v: int | str) -> int:
-    if isinstance(v, int):
-        return v
-    try:
-        return int(v, 0)
-    except ValueError:
-        return -1
-
-
-def _tid_key(v: int | str) -> int | str:
-    """A thread id as the trace wrote it; numeric strings (2021 traces) become ints."""
-    return int(v) if isinstance(v, str) and v.isdigit() else v
-
-
-def _proc_int(v: int | str) -> int | None:
-    if isinstance(v, int):
-        return v
-    m = _STREAM_RE.search(v)
-    return int(m.group(1)) if m else None
-
-
-_GPU_INTS = frozenset(int(c) for c in GPU_CATEGORIES)
-_GPU_LIST = np.array(sorted(_GPU_INTS), dtype=np.int8)
-_SYNC = int(Category.CUDA_SYNC)
-_CATS = attrgetter("cat")
-_PH = attrgetter("ph")
-_STREAM = attrgetter("stream")
-_TS = attrgetter("ts")
-_DUR = attrgetter("dur")
-_NAME = attrgetter("name")
-_ARGS = attrgetter("args")
-
-
-class _Accumulator:
-    """Folds decoded event chunks into columns; ``finish`` sorts and builds the tables."""
-
-    def __init__(self, diagnostics: dict[str, int]) -> None:
-        self.diagnostics = diagnostics
-        self.interner = Interner()
-        self.proc_index: dict[tuple[int, Any, Any], int] = {}
-        self.labels: dict[Any, str] = {}
-        self.cat_counts: dict[str, int] = {}
-        self.cat_code: dict[str, int] = {}
-        self.thread_ids: dict[tuple[Any, Any], int] = {}
-        self.meta_name: list[bool] = []  # per interned name: does it carry metadata?
-        self.cols: dict[str, list[np.ndarray]] = {
-            k: [] for k in (*_INT_COLUMNS, "cat", "name_idx", "proc", "ts", "dur")
-        }
-        self.meta: dict[int, EventMeta] = {}
-        self.flows: list[FlowEnd] = []
-        self.n_launch_flows = 0
-        self.num_raw = 0
-        self.num_x = 0
-
-    def add(self, events: list[RawEvent]) -> None:
-        self.num_raw += len(events)
-        phs = list(map(_PH, events))
-        cat_strs = list(map(_CATS, events))
-        counts = self.cat_counts
-        for (cat, ph), k in Counter(zip(cat_strs, phs, strict=True)).items():
-            key = cat or f"<ph {ph}>"
-            counts[key] = counts.get(key, 0) + k
-        xs = [e for e, ph in zip(events, phs, strict=True) if ph == "X"]
-        for e, ph in zip(events, phs, strict=True):
-            if ph == "X":
-                continue
-            if ph == "M":
-                self._label(e)
-            elif ph in ("s", "f", "t"):
-                flow_cat = e.cat.lower()
-                if flow_cat == "fwdbwd":
-                    self.flows.append((ph, e.pid, e.tid, e.ts, e.id))
-                elif flow_cat in ("ac2g", "async", "async_cpu_to_gpu"):
-                    self.n_launch_flows += 1
-        if not xs:
-            return
-        n = len(xs)
-        args = list(map(_ARGS, xs))
-        try:
-            streams = np.fromiter(map(_STREAM, args), np.int64, n)
-        except (TypeError, ValueError):  # HIP writes stream handles as hex strings
-            streams = np.fromiter(map(_stream_of, map(_STREAM, args)), np.int64, n)
-        cats = self._categories(xs, streams)
-        procs = self._processors(xs, args, cats, streams)
-        name_idx = self.interner.ids(map(_NAME, xs))
-        cols = self.cols
-        cols["cat"].append(cats)
-        cols["proc"].append(procs)
-        cols["name_idx"].append(name_idx)
-        cols["ts"].append(np.fromiter(map(_TS, xs), np.float64, n))
-        cols["dur"].append(np.fromiter(map(_DUR, xs), np.float64, n))
-        cols["stream"].append(streams)
-        ext = np.fromiter(map(attrgetter("external_id"), args), np.int64, n)
-        ext_legacy = np.fromiter(map(attrgetter("external_id_legacy"), args), np.int64, n)
-        cols["external_id"].append(np.where(ext >= 0, ext, ext_legacy))
-        for col, attr in _ARG_IDS:
-            cols[col].append(np.fromiter(map(attrgetter(attr), args), np.int64, n))
-        # metadata, decoded now for the few events that carry it (chunks are then freed)
-        names = self.interner.table_view()
-        flags = self.meta_name
-        flags.extend(n_.startswith(_META_PREFIXES) for n_ in names[len(flags) :])
-        wanted = np.flatnonzero((cats == _SYNC) | np.asarray(flags, dtype=bool)[name_idx])
-        for i in wanted.tolist():
-            self.meta[self.num_x + i] = meta_of(args[i], int(streams[i]))
-        self.num_x += n
-
-    def _categories(self, xs: list[RawEvent], streams: np.ndarray) -> np.ndarray:
-        """Category codes; an unknown category counts as GPU work when it names a stream."""
-        cat_strs = list(map(_CATS, xs))
-        codes = self.cat_code
-        for c in set(cat_strs) - codes.keys():
-            codes[c] = int(category_of(c, False))
-        cats = np.fromiter(map(codes.__getitem__, cat_strs), np.int8, len(xs))
-        cats[(cats == int(Category.OTHER_CPU)) & (streams >= 0)] = int(Category.OTHER_GPU)
-        return cats
-
-    def _processors(
-        self, xs: list[RawEvent], args: list[RawArgs], cats: np.ndarray, streams: np.ndarray
-    ) -> np.ndarray:
-        """Processor ids: (pid, tid) threads for host events, (device, stream) for GPU ones."""
-        n = len(xs)
-        procs = np.empty(n, dtype=np.int32)
-        index = self.proc_index
-        gpu = np.isin(cats, _GPU_LIST)
-        cpu_rows = np.flatnonzero(~gpu).tolist()
-        if cpu_rows:
-            thread_ids = self.thread_ids
-            keys = [(xs[i].pid, xs[i].tid) for i in cpu_rows]
-            for k in set(keys) - thread_ids.keys():
-                pk = (0, k[0], _tid_key(k[1]))
-                thread_ids[k] = index.setdefault(pk, len(index))
-            procs[cpu_rows] = np.fromiter(map(thread_ids.__getitem__, keys), np.int32, len(keys))
-        for i in np.flatnonzero(gpu).tolist():
-            e, a = xs[i], args[i]
-            has_stream = streams[i] >= 0
-            dev = a.device if a.device >= 0 else _proc_int(e.pid)
-            stream = int(streams[i]) if has_stream or cats[i] == _SYNC else _proc_int(e.tid)
-            pk = (1, -1 if dev is None else dev, -1 if stream is None else stream)
-            procs[i] = index.setdefault(pk, len(index))
-        return procs
-
-    def _label(self, e: RawEvent) -> None:
-        if e.name not in ("thread_name", "process_name"):
-            return
-        label = e.args.thread_name
-        name = msgspec.json.decode(bytes(label)) if bytes(label) != b"null" else None
-        if isinstance(name, str):
-            k = (0, e.pid, _tid_key(e.tid) if e.name == "thread_name" else "__process__")
-            self.labels[k] = name
-
-    def finish(self, top: RawTrace, where: str) -> KinetoTrace:
-        if self.num_x == 0:
-            raise TraceFormatError(where, "trace has no duration events")
-        cols = {k: np.concatenate(v) for k, v in self.cols.items()}
-        diagnostics = self.diagnostics
-        keys = list(self.proc_index)
-        procs, remap = Processors.from_keys(keys, self.labels)
-        proc_idx = remap[cols["proc"]]
-        ts = cols["ts"]
-        base_us = float(np.floor(ts.min()))
-        ts_ns = np.int64(base_us) * 1000 + np.rint((ts - base_us) * 1000.0).astype(np.int64)
-        dur_ns = np.rint(cols["dur"] * 1000.0).astype(np.int64)
-        if (dur_ns < 0).any():
-            diagnostics["negative_duration_clamped"] = int((dur_ns < 0).sum())
-            dur_ns = np.maximum(dur_ns, 0)
-        order = np.lexsort((np.arange(self.num_x), -dur_ns, ts_ns, proc_idx))
-        events = Events(
-            cat=cols["cat"][order],
-            name_idx=cols["name_idx"][order],
-            ts_ns=ts_ns[order],
-            dur_ns=dur_ns[order],
-            processor_idx=proc_idx[order].astype(np.int32),
-            **{k: cols[k][order] for k in _INT_COLUMNS},
-        )
-        rank_of = np.empty(self.num_x, dtype=np.int64)
-        rank_of[order] = np.arange(self.num_x)
-        meta = {int(rank_of[i]): m for i, m in self.meta.items()}
-        names = self.interner.table()
-        tmeta = build_meta(top, where, diagnostics)
-        return KinetoTrace(
-            path=where,
-            names=names,
-            events=events,
-            processors=procs,
-            flows=build_flows(self.flows, self.n_launch_flows, events, procs, base_us),
-            steps=build_steps(names, events, procs),
-            collectives=build_collectives(names, events, meta, tmeta, diagnostics),
-            sync_events=build_sync_events(events, meta),
-            meta=tmeta,
-            category_counts=dict(sorted(self.cat_counts.items())),
-            num_raw_events=self.num_raw,
-            diagnostics=diagnostics,
-        )
