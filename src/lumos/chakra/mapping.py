@@ -73,10 +73,12 @@ from lumos.chakra.schema import NodeType
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace, ChakraWorkload
 from lumos.diagnostics import Diagnostics
 from lumos.errors import ChakraFormatError
+from lumos.graph.algorithms import topological_order
 from lumos.graph.model import (
     Annotations,
     Comms,
     CommType,
+    DepKind,
     Edges,
     ExecGraph,
     ProcessGroup,
@@ -175,7 +177,34 @@ def static_wait_targets(graph: ExecGraph) -> tuple[NDArray[np.int64], NDArray[np
             if k > 0 and int(on[k - 1]) != task:
                 src.append(int(on[k - 1]))
                 dst.append(task)
-    return np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    s_arr, d_arr = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    return _acyclic_pairs(graph, s_arr, d_arr)
+
+
+def _acyclic_pairs(
+    graph: ExecGraph, src: NDArray[np.int64], dst: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Drop the pairs that would close a cycle with the graph's own order.
+
+    Recorded times can disagree with a graph's order (hand-made or edited graphs); real traces
+    keep every pair. Pairs with both ends on a cycle are dropped until the whole is acyclic.
+    """
+    e = graph.edges
+    while src.size:
+        extra = Edges.create(
+            src=src.astype(np.int32), dst=dst.astype(np.int32), kind=int(DepKind.SYNC), delay_ns=0
+        )
+        probe = graph.replace(edges=Edges.concat([e, extra]))
+        order = topological_order(probe)
+        if order.size == graph.num_tasks:
+            break
+        stuck = np.ones(graph.num_tasks, dtype=bool)
+        stuck[order] = False
+        keep = ~(stuck[src] & stuck[dst])
+        if keep.all():  # the cycle is not made by these pairs
+            break
+        src, dst = src[keep], dst[keep]
+    return src, dst
 
 
 def dependency_pairs(graph: ExecGraph) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

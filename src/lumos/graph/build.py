@@ -26,9 +26,10 @@ from numpy.typing import NDArray
 
 from lumos.diagnostics import Diagnostics
 from lumos.graph.build_comms import build_comms
+from lumos.graph.build_deps import TOL_NS, calibrate_gpu, inter_thread_edges, processor_chain
 from lumos.graph.build_links import find_launches, launching_event
 from lumos.graph.build_sync import plan_syncs
-from lumos.graph.build_tasks import START, TaskLayout, lay_out_tasks
+from lumos.graph.build_tasks import TaskLayout, lay_out_tasks
 from lumos.graph.model import (
     AnnotationKind,
     Annotations,
@@ -43,12 +44,6 @@ from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_schema import Category
 
 __all__ = ["align_ranks", "build_graph"]
-
-#: A thread gap longer than this may be a wait on another thread.
-RESUME_GAP_NS = 50_000
-#: ...when another thread's task ended at most this long before the resume.
-RESUME_WINDOW_NS = 50_000
-_TOL_NS = 1_000
 
 
 def build_graph(trace: KinetoTrace) -> ExecGraph:
@@ -98,9 +93,9 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
         add(copy_task[ok], wait_tasks[ok], DepKind.SYNC, np.zeros(int(ok.sum()), dtype=np.int64))
 
     # ---- CPU threads: intra-thread order with overhead gaps, inter-thread resumes
-    intra_src, intra_dst, intra_delay = _processor_chain(layout, arrive, end)
+    intra_src, intra_dst, intra_delay = processor_chain(layout, arrive, end)
     thread_edge = ~stream_of_task[intra_dst]
-    inter = _inter_thread_edges(
+    inter = inter_thread_edges(
         layout, ts, end, stream_of_task, intra_src[thread_edge], intra_dst[thread_edge]
     )
     resumed = np.zeros(len(layout), dtype=bool)
@@ -112,7 +107,7 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
 
     # ---- GPU streams: launch, intra-stream and inter-stream, calibrated on the binding one
     s_src, s_dst = intra_src[~thread_edge], intra_dst[~thread_edge]
-    edges_gpu = _calibrate_gpu(layout, launches.launcher, ts, end, s_src, s_dst,
+    edges_gpu = calibrate_gpu(layout, launches.launcher, ts, end, s_src, s_dst,
                                np.asarray(plan.stream_src, dtype=np.int64),
                                np.asarray(plan.stream_dst, dtype=np.int64), diag)  # fmt: skip
     for s, d, k, dl in edges_gpu:
@@ -179,7 +174,7 @@ def _blocking_copies(trace: KinetoTrace) -> NDArray[np.bool_]:
         if not sync_api:
             continue
         g_end = int(ev.ts_ns[g] + ev.dur_ns[g])
-        if ev.ts_ns[g] + _TOL_NS >= ev.ts_ns[r] and g_end <= ev.ts_ns[r] + ev.dur_ns[r] + _TOL_NS:
+        if ev.ts_ns[g] + TOL_NS >= ev.ts_ns[r] and g_end <= ev.ts_ns[r] + ev.dur_ns[r] + TOL_NS:
             out[r] = True
     return out
 
@@ -235,7 +230,7 @@ def _shorten_syncs(
     for t in tasks:
         g_end = waited_end.get(t, -1)
         s, e = int(ts[t]), int(ts[t] + dur[t])
-        if g_end > e + _TOL_NS:
+        if g_end > e + TOL_NS:
             # the recording says the call returned before that work ended: not what it waited on
             diag.warn("sync_wait_contradicted", f"task {t}")
             keep.append(False)
@@ -245,110 +240,6 @@ def _shorten_syncs(
             ts[t] = min(g_end, e)
             dur[t] = e - ts[t]
     return keep
-
-
-def _processor_chain(
-    layout: TaskLayout, arrive: NDArray[np.int64], end: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """Consecutive task pairs on every processor, with the recorded gap between them."""
-    ts = arrive
-    n = len(layout)
-    dst = np.arange(1, n, dtype=np.int64)
-    same = layout.processor_idx[1:] == layout.processor_idx[:-1]
-    dst = dst[same]
-    src = dst - 1
-    anchor = layout.event_idx[src] == START
-    gap = ts[dst] - end[src]
-    gap = np.where(anchor, ts[dst] - layout.origin_ns, gap)
-    return src, dst, np.maximum(gap, 0)
-
-
-def _inter_thread_edges(
-    layout: TaskLayout,
-    ts: NDArray[np.int64],
-    end: NDArray[np.int64],
-    on_stream: NDArray[np.bool_],
-    src: NDArray[np.int64],
-    dst: NDArray[np.int64],
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """A thread resuming right after another thread's task ended waited for it."""
-    cpu = np.flatnonzero(~on_stream & (layout.event_idx != START))
-    order = np.argsort(end[cpu], kind="stable")
-    ends_sorted = end[cpu][order]
-    tasks_sorted = cpu[order]
-    gap = ts[dst] - end[src]
-    cand = np.flatnonzero((gap > RESUME_GAP_NS) & (layout.event_idx[src] != START))
-    out_s: list[int] = []
-    out_d: list[int] = []
-    out_l: list[int] = []
-    for i in cand.tolist():
-        t, prev = int(dst[i]), int(src[i])
-        k = int(np.searchsorted(ends_sorted, ts[t], side="right")) - 1
-        while k >= 0 and ends_sorted[k] >= end[prev] and ts[t] - ends_sorted[k] <= RESUME_WINDOW_NS:
-            u = int(tasks_sorted[k])
-            if layout.processor_idx[u] != layout.processor_idx[t]:
-                out_s.append(u)
-                out_d.append(t)
-                out_l.append(int(ts[t] - ends_sorted[k]))
-                break
-            k -= 1
-    return (np.asarray(out_s, dtype=np.int64), np.asarray(out_d, dtype=np.int64),
-            np.asarray(out_l, dtype=np.int64))  # fmt: skip
-
-
-def _calibrate_gpu(
-    layout: TaskLayout,
-    launcher: NDArray[np.int64],
-    ts: NDArray[np.int64],
-    end: NDArray[np.int64],
-    s_src: NDArray[np.int64],
-    s_dst: NDArray[np.int64],
-    x_src: NDArray[np.int64],
-    x_dst: NDArray[np.int64],
-    diag: Diagnostics,
-) -> list[tuple[NDArray[np.int64], NDArray[np.int64], DepKind, NDArray[np.int64]]]:
-    """Launch, intra-stream and inter-stream edges with the slack on the binding one."""
-    n = len(layout)
-    has_launch = launcher >= 0
-    gl = np.flatnonzero(has_launch)
-    lat = ts[gl] - end[launcher[gl]]
-    # the launch latency a kernel pays when nothing else holds it: a low percentile, robust to
-    # blocking calls whose GPU work starts long before they return; an edge never gets more
-    # than its own observed latency, so no recorded start is contradicted
-    base_lat = int(np.percentile(lat, 5)) if lat.size else 0
-    own_lat = np.minimum(lat, base_lat)
-    # latest constraint of each kind per task (recorded times)
-    prev_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    anchor = layout.event_idx[s_src] == START
-    prev_end[s_dst] = np.where(anchor, layout.origin_ns, end[s_src])
-    launch_ready = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    launch_ready[gl] = end[launcher[gl]] + own_lat
-    cross_ready = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(cross_ready, x_dst, end[x_src])
-    # a task with no launch hangs from its stream anchor at its recorded offset (see anchor)
-    stream_gate = np.where(anchor & has_launch[s_dst], np.iinfo(np.int64).min, prev_end[s_dst])
-    prev_end[s_dst] = stream_gate
-    ready = np.maximum(np.maximum(prev_end, launch_ready), cross_ready)
-    slack = ts - ready
-    late = np.flatnonzero((slack < -_TOL_NS) & (ready > np.iinfo(np.int64).min))
-    if late.size:
-        diag.warn("gpu_task_starts_before_its_dependencies", f"task {int(late[0])}", int(late.size))
-    slack = np.maximum(slack, 0)
-    bind_launch = has_launch & (launch_ready >= prev_end) & (launch_ready >= cross_ready)
-    bind_cross = ~bind_launch & (cross_ready > prev_end)
-    bind_stream = ~bind_launch & ~bind_cross
-
-    d_stream = np.where(anchor & ~has_launch[s_dst], ts[s_dst] - layout.origin_ns, 0)
-    d_stream = np.where(bind_stream[s_dst] & ~anchor, slack[s_dst], d_stream)
-    d_launch = np.maximum(
-        own_lat + np.where(bind_launch[gl], slack[gl], 0), -(end - ts)[launcher[gl]]
-    )
-    d_cross = np.where(bind_cross[x_dst] & (end[x_src] == cross_ready[x_dst]), slack[x_dst], 0)
-    return [
-        (s_src, s_dst, DepKind.INTRA_STREAM, d_stream),
-        (launcher[gl], gl, DepKind.LAUNCH, d_launch),
-        (x_src, x_dst, DepKind.INTER_STREAM, d_cross),
-    ]
 
 
 def _task_names(
