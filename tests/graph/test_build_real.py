@@ -166,3 +166,12 @@ def test_eight_ranks_replay_together_with_matched_collectives():
     rep = replay(w)
     errors = [abs(s["steps"][0]["error"]) for s in rep.summaries]
     assert max(errors) < 0.02
+
+
+def test_a_straggling_gloo_rank_stays_late_in_a_two_rank_replay():
+    from lumos.replay import build_workload, replay
+
+    w, _ = build_workload(sorted((DATA / "gloo_ddp_2rank_straggler").glob("*.json.gz")), workers=1)
+    rep = replay(w)
+    errors = [abs(st["error"]) for s in rep.summaries for st in s["steps"]]
+    assert len(errors) == 4 and max(errors) < 0.01

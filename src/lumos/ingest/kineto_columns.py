@@ -12,7 +12,6 @@ from collections import Counter
 from operator import attrgetter
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from lumos.errors import TraceFormatError
@@ -34,6 +33,7 @@ from lumos.ingest.kineto_schema import (
     RawEvent,
     RawTrace,
     category_of,
+    decode_raw,
     meta_of,
 )
 from lumos.ingest.kineto_trace import INT_COLUMNS, Events, KinetoTrace
@@ -200,8 +200,7 @@ class Accumulator:
     def _label(self, e: RawEvent) -> None:
         if e.name not in ("thread_name", "process_name"):
             return
-        label = e.args.thread_name
-        name = msgspec.json.decode(bytes(label)) if bytes(label) != b"null" else None
+        name = decode_raw(e.args.thread_name)
         if isinstance(name, str):
             k = (0, e.pid, _tid_key(e.tid) if e.name == "thread_name" else "__process__")
             self.labels[k] = name

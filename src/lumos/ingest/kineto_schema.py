@@ -22,6 +22,7 @@ __all__ = [
     "RawEvent",
     "RawTrace",
     "category_of",
+    "decode_raw",
     "meta_of",
 ]
 
@@ -161,13 +162,15 @@ class RawTrace(msgspec.Struct, gc=False):
     traceName: Any = None
 
 
-def _decoded(v: msgspec.Raw) -> Any:
+def decode_raw(v: msgspec.Raw) -> Any:
+    """The JSON value held by ``v``; None when absent or not valid (raw values are not checked
+    while the event is decoded, so bad bytes surface only here)."""
     b = bytes(v)
     if b == b"null":
         return None
     try:
         return msgspec.json.decode(b)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
 
 
@@ -197,18 +200,18 @@ class EventMeta(msgspec.Struct, gc=False, frozen=True):
 def meta_of(a: RawArgs, stream: int) -> EventMeta:
     """Decode the metadata fields of ``a`` into plain Python values."""
     return EventMeta(
-        coll_name=_decoded(a.coll_name),
-        in_nelems=_decoded(a.in_nelems),
-        out_nelems=_decoded(a.out_nelems),
-        dtype=_decoded(a.dtype),
-        group_size=_decoded(a.group_size),
-        pg_name=_decoded(a.pg_name),
-        pg_desc=_decoded(a.pg_desc),
-        pg_ranks=_decoded(a.pg_ranks),
-        coll_seq=_decoded(a.coll_seq),
-        input_dims=_decoded(a.input_dims),
-        input_type=_decoded(a.input_type),
-        concrete_inputs=_decoded(a.concrete_inputs),
+        coll_name=decode_raw(a.coll_name),
+        in_nelems=decode_raw(a.in_nelems),
+        out_nelems=decode_raw(a.out_nelems),
+        dtype=decode_raw(a.dtype),
+        group_size=decode_raw(a.group_size),
+        pg_name=decode_raw(a.pg_name),
+        pg_desc=decode_raw(a.pg_desc),
+        pg_ranks=decode_raw(a.pg_ranks),
+        coll_seq=decode_raw(a.coll_seq),
+        input_dims=decode_raw(a.input_dims),
+        input_type=decode_raw(a.input_type),
+        concrete_inputs=decode_raw(a.concrete_inputs),
         sync_kind=a.sync_kind,
         stream=stream,
         wait_on_stream=a.wait_on_stream,

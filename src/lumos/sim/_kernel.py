@@ -104,7 +104,7 @@ def run(  # pragma: no cover - compiled
     group_of,  # int64[n] rendezvous group or -1
     grp_ptr,  # int64[G+1]
     grp_task,  # int64[...]
-    grp_transfer,  # int64[G]
+    grp_transfer,  # int64[len(grp_task)] per member: how long after the rendezvous it ends
 ):
     n = len(dur)
     n_proc = len(proc_ptr) - 1
@@ -119,7 +119,7 @@ def run(  # pragma: no cover - compiled
     captured = np.full(n, -1, dtype=np.int64)
     launched = launched0.copy()
     flag = flag0.copy()
-    n_groups = len(grp_transfer)
+    n_groups = len(grp_ptr) - 1
     arrived = np.zeros(n_groups, dtype=np.int64)
     latest_t = np.full(n_groups, -1, dtype=np.int64)
     latest = np.full(n_groups, -1, dtype=np.int64)
@@ -220,7 +220,7 @@ def run(  # pragma: no cover - compiled
             e_end = now + dur[t]
             if first >= 0:
                 m = grp_task[mi]
-                e_end = now + grp_transfer[g]
+                e_end = now + grp_transfer[mi]
                 if m != latest[g]:
                     cause_kind[m] = 4
                     cause_ref[m] = latest[g]

@@ -180,14 +180,17 @@ def simulate(
     groups = workload.collective_groups()
     diags.merge(groups.diagnostics)
     transfer = np.asarray(cost.transfer_ns(workload, groups, durations), dtype=_I64)
-    if transfer.shape != (groups.num_groups,):
-        raise SimulationError(
-            f"cost model returned {transfer.shape} transfer times for {groups.num_groups} collectives"
-        )
-    member_global = t_off[groups.member_graph] + groups.member_task.astype(_I64)
     sizes = groups.sizes()
     member_group = np.repeat(np.arange(groups.num_groups, dtype=_I64), sizes)
-    dur[member_global] = transfer[member_group]
+    if transfer.shape == (groups.num_groups,):
+        transfer = transfer[member_group]  # one time for the group: every member ends together
+    elif transfer.shape != (len(groups.member_task),):
+        raise SimulationError(
+            f"cost model returned {transfer.shape} transfer times for {groups.num_groups} "
+            f"collectives with {len(groups.member_task)} participants"
+        )
+    member_global = t_off[groups.member_graph] + groups.member_task.astype(_I64)
+    dur[member_global] = transfer
     multi = sizes >= 2
     keep_member = multi[member_group]
     grp_task = member_global[keep_member]
@@ -200,7 +203,7 @@ def simulate(
     start, end, cause_kind, cause_ref, n_started, unrecorded = _kernel.run(
         dur, proc, order, succ, has_pred, out_ptr, out_edge, e_dst, e_kind, e_delay,
         in_count, proc_ptr, proc_task, launched0, flag0, wait_ptr, wk, wtg, wdv, wrc,
-        dev_ptr, dev_stream, rec_stream, group_of, grp_ptr, grp_task, transfer[multi],
+        dev_ptr, dev_stream, rec_stream, group_of, grp_ptr, grp_task, transfer[keep_member],
     )  # fmt: skip
     if unrecorded:
         diags.warn("event_wait_before_record", "", int(unrecorded))
