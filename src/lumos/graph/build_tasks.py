@@ -124,7 +124,11 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
     kern = c == int(Category.KERNEL)
     kind[kern & comm_names[ev.name_idx[rows]]] = int(TaskKind.COMM)
 
-    origin = int(ev.ts_ns[rows].min()) if rows.size else 0
+    # the origin is the earliest thing placed on a processor, step markers included
+    starts = [int(ev.ts_ns[rows].min())] if rows.size else []
+    if len(trace.steps):
+        starts.append(int(trace.steps.ts_ns.min()))
+    origin = min(starts) if starts else 0
     procs_used = np.unique(ev.processor_idx[rows])
     out_ev: list[NDArray[np.int64]] = []
     out_kind: list[NDArray[np.int8]] = []
