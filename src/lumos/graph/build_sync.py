@@ -113,7 +113,7 @@ def plan_syncs(
             kind = WaitKind.STREAM
         if kind is None:
             continue
-        dev = _device_of_thread(trace, by_device)
+        dev = _device_of_call(trace, layout, launches, by_device, thread, s)
         if kind == WaitKind.DEVICE:
             streams = by_device.get(dev, all_streams)
             ends = [_end_of_last(launches, end, gp, s) for gp in streams]
@@ -149,7 +149,19 @@ def plan_syncs(
     return plan
 
 
-def _device_of_thread(trace: KinetoTrace, by_device: dict[int, list[int]]) -> int:
+def _device_of_call(
+    trace: KinetoTrace,
+    layout: TaskLayout,
+    launches: Launches,
+    by_device: dict[int, list[int]],
+    thread: int,
+    ts_ns: int,
+) -> int:
+    """The device a sync call refers to: the one its thread last launched work on (a process
+    driving several GPUs switches device per call), else the lowest device of the trace."""
+    stream = launches.stream_of_previous_launch(thread, ts_ns)
+    if stream >= 0:
+        return int(trace.processors.device[int(layout.processors[stream])])
     return min(by_device) if by_device else 0
 
 
