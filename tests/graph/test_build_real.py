@@ -25,6 +25,9 @@ REPLAY_TRACES = [
     "rccl_mi300/resnet_act_checkpoint.json.gz",
     "cuda_event_sync/event_sync_trace.json.gz",
     "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "step_on_idle_thread/triton_example.json.gz",
+    "backward_thread/backward_thread.json",
+    "gloo_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
 ]
 
 

@@ -301,6 +301,14 @@ def _step_annotations(
             # the next step's marker sits at s1 and is excluded by the left search
             if a < b:
                 first, last = a, b
+            else:
+                # the step is annotated on a thread that does no work (another process or
+                # thread ran the step): it ends with the last work that ran inside it
+                inside = np.flatnonzero(
+                    (layout.event_idx >= 0) & (layout.ts_ns >= s0) & (layout.ts_ns < s1)
+                )
+                # a step with no work at all is idle time, kept as recorded (tail = its length)
+                first, last = a, int(inside[np.argmax(end[inside])]) if inside.size else a
         rows["name"].append(name_pos[steps.name[k]])
         rows["proc"].append(gp if gp is not None else 0)
         rows["first"].append(first)

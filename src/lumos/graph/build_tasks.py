@@ -129,7 +129,8 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
     if len(trace.steps):
         starts.append(int(trace.steps.ts_ns.min()))
     origin = min(starts) if starts else 0
-    procs_used = np.unique(ev.processor_idx[rows])
+    # threads that only carry a ProfilerStep annotation still get a processor (for the marker)
+    procs_used = np.union1d(ev.processor_idx[rows], trace.steps.processor_idx).astype(np.int32)
     out_ev: list[NDArray[np.int64]] = []
     out_kind: list[NDArray[np.int8]] = []
     out_proc: list[NDArray[np.int32]] = []
