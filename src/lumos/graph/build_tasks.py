@@ -154,7 +154,8 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
         # position of each real task after inserting the anchor and the [wait] tasks
         pos = 1 + np.arange(r.size) + np.concatenate(([0], np.cumsum(wait)[:-1])).astype(np.int64)
         e_col[0] = START
-        k_col[0] = int(TaskKind.CPU_OP if k.size and k[0] in (0, 1, 6) else TaskKind.KERNEL)
+        on_stream = trace.processors.kind[int(procs_used[gp])] == 1
+        k_col[0] = int(TaskKind.KERNEL if on_stream else TaskKind.CPU_OP)
         e_col[pos] = r
         k_col[pos] = k
         wpos = pos[wait] + 1
