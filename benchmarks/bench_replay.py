@@ -32,6 +32,9 @@ DEFAULT = [
     DATA / "rccl_mi300/resnet_act_checkpoint.json.gz",
     DATA / "cuda_event_sync/event_sync_trace.json.gz",
     DATA / "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    DATA / "step_on_idle_thread/triton_example.json.gz",
+    DATA / "backward_thread/backward_thread.json",
+    DATA / "gloo_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
 ]
 ABLATE = ("inter_stream", "sync", "launch", "inter_thread")
 
