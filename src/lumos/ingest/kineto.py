@@ -1,26 +1,10 @@
 """``read_kineto``: a PyTorch profiler (Kineto) Chrome-trace file -> :class:`KinetoTrace`.
 
-One row per duration event (``ph == "X"``) in numpy columns, times in integer nanoseconds, names
-interned, every event placed on a *processor* (a CPU thread or a GPU stream). Events are sorted by
-``(processor_idx, ts_ns, -dur_ns, file order)``, so on every processor a parent comes before the
-children it encloses.
-
-=================  ====================================================================
-column             meaning
-=================  ====================================================================
-``cat``            :class:`Category` (legacy 2021 names and HIP folded in)
-``name_idx``       index into ``KinetoTrace.names``
-``ts_ns, dur_ns``  start and duration, integer ns (float microseconds converted once)
-``processor_idx``  row of ``KinetoTrace.processors``
-``correlation_id`` CUDA/HIP correlation (runtime call <-> GPU activity), -1 if none
-``external_id``    Kineto "External id" (CPU op <-> its runtime calls), -1 if none
-``rf_id``          "Record function id" (joins PyTorch ET ``rf_id``), -1 if none
-``ev_idx``         "Ev Idx", -1 if none
-``seq_id``         autograd "Sequence number", -1 if none
-``fwd_thread_id``  autograd "Fwd thread id", -1 if none
-``num_bytes``      bytes moved by a memcpy/memset, -1 otherwise
-``stream``         the stream named in ``args`` (GPU activity, HIP runtime calls), -1 if none
-=================  ====================================================================
+One row per duration event (``ph == "X"``) in numpy columns (listed in
+:mod:`lumos.ingest.kineto_trace`), times in integer nanoseconds, names interned, every event
+placed on a *processor* (a CPU thread or a GPU stream). The ``traceEvents`` array is decoded in
+chunks (:mod:`lumos.ingest.kineto_split`) and folded into columns as it goes
+(:mod:`lumos.ingest.kineto_columns`), so memory stays bounded on multi-GB traces.
 """
 
 from __future__ import annotations
