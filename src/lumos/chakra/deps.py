@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from lumos.chakra.trace import ChakraTrace
+from lumos.graph.algorithms import kahn_order
 
 __all__ = ["DepGraph", "critical_path", "resolve_deps", "topological_order"]
 
@@ -60,46 +61,31 @@ def resolve_deps(trace: ChakraTrace) -> DepGraph:
 
 
 @njit(cache=True)
-def _kahn(n, pred_ptr, pred_idx):  # pragma: no cover - compiled
-    indeg = np.zeros(n, dtype=np.int64)
+def _successors(n, pred_ptr, pred_idx):  # pragma: no cover - compiled
+    """Successor CSR of a predecessor CSR, successors of a row in row order (no sort)."""
     succ_cnt = np.zeros(n + 1, dtype=np.int64)
     for i in range(n):
-        indeg[i] = pred_ptr[i + 1] - pred_ptr[i]
         for k in range(pred_ptr[i], pred_ptr[i + 1]):
             succ_cnt[pred_idx[k] + 1] += 1
     succ_ptr = np.cumsum(succ_cnt)
     fill = succ_ptr[:-1].copy()
-    succ = np.empty(pred_idx.shape[0], dtype=np.int64)
+    succ = np.empty(pred_idx.shape[0], dtype=np.int32)
     for i in range(n):
         for k in range(pred_ptr[i], pred_ptr[i + 1]):
             p = pred_idx[k]
             succ[fill[p]] = i
             fill[p] += 1
-    # a FIFO in file order keeps the order deterministic and close to the recorded order
-    order = np.empty(n, dtype=np.int64)
-    head = 0
-    tail = 0
-    for i in range(n):
-        if indeg[i] == 0:
-            order[tail] = i
-            tail += 1
-    while head < tail:
-        v = order[head]
-        head += 1
-        for k in range(succ_ptr[v], succ_ptr[v + 1]):
-            s = succ[k]
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                order[tail] = s
-                tail += 1
-    return order[:tail]
+    return succ_ptr, succ
 
 
 def topological_order(graph: DepGraph) -> tuple[np.ndarray, np.ndarray]:
     """``(order, blocked)``: rows in dependency order, and rows that never become ready
     (on a cycle or downstream of one); ``blocked`` is empty for an acyclic trace."""
     n = graph.pred_ptr.shape[0] - 1
-    order = _kahn(n, graph.pred_ptr, graph.pred_idx)
+    succ_ptr, succ = _successors(n, graph.pred_ptr, graph.pred_idx)
+    # the graph package's Kahn (FIFO in row order: deterministic, close to the recorded order)
+    no_processor_order = np.full(n, -1, dtype=np.int64)
+    order = kahn_order(n, succ_ptr, np.arange(succ.size, dtype=np.int64), succ, no_processor_order)
     seen = np.zeros(n, dtype=bool)
     seen[order] = True
     return order, np.flatnonzero(~seen)

@@ -17,6 +17,7 @@ from lumos.graph.model import CommType, ExecGraph, TaskKind, Workload
 
 __all__ = [
     "CollectiveGroups",
+    "kahn_order",
     "match_collectives",
     "processor_successor",
     "topological_order",
@@ -34,13 +35,19 @@ def processor_successor(g: ExecGraph) -> NDArray[np.int64]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _kahn(
+def kahn_order(
     n: int,
     out_ptr: NDArray[np.int64],
     out_edge: NDArray[np.int64],
     dst: NDArray[np.int32],
     succ: NDArray[np.int64],
 ) -> NDArray[np.int64]:  # pragma: no cover - compiled
+    """Kahn's algorithm, FIFO: tasks in index order, then as they become ready.
+
+    Edges ``e`` out of task ``t`` are ``out_edge[out_ptr[t]:out_ptr[t+1]]`` with heads
+    ``dst[e]``; ``succ[t]`` (or -1) is one more successor (the next task on a processor).
+    Shorter than ``n`` exactly when there is a cycle.
+    """
     indeg = np.zeros(n, dtype=np.int64)
     for e in range(len(dst)):
         indeg[dst[e]] += 1
@@ -79,7 +86,7 @@ def topological_order(g: ExecGraph) -> NDArray[np.int64]:
     behind the cycle. Deterministic.
     """
     out_ptr, out_edge = g.csr_out()
-    return _kahn(g.num_tasks, out_ptr, out_edge, g.edges.dst, processor_successor(g))
+    return kahn_order(g.num_tasks, out_ptr, out_edge, g.edges.dst, processor_successor(g))
 
 
 # ---------------------------------------------------------------------------------------------
