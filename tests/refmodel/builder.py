@@ -21,6 +21,7 @@ from .program import (
     LAUNCH,
     MEMCPY,
     MEMCPY_ASYNC,
+    MEMSET_ASYNC,
     STREAM_SYNC,
     STREAM_WAIT_EVENT,
     Call,
@@ -349,9 +350,15 @@ class Builder:
         rpc = self.op("record_param_comms", ann, pre=(5, 10), post=(3, 6), args=meta)
         return self.op("c10d::allreduce_", rpc, pre=(10, 20), post=(5, 10))
 
-    def optimizer_step(self, n: int, us: tuple[float, float]) -> Op:
-        """``Optimizer.step#AdamW.step``: ``n`` fused multi-tensor Adam launches."""
+    def optimizer_step(self, n: int, us: tuple[float, float], found_inf: bool = False) -> Op:
+        """``Optimizer.step#AdamW.step``: ``n`` fused multi-tensor Adam launches, after zeroing
+        a grad scaler's ``found_inf`` flag with ``cudaMemsetAsync`` when ``found_inf``."""
         ops: list[Node] = []
+        if found_inf:
+            fill = Work("Memset (Device)", "gpu_memset", self.ns(1, 2), nbytes=4)
+            lat = self.launch_latency_ns
+            call = Call(MEMSET_ASYNC, self.ns(3, 6), COMPUTE_STREAM, fill, latency_ns=lat)
+            ops += [self.op("aten::zero_", self.op("aten::fill_", call)), self.gap(2, 6)]
         for _ in range(n):
             ops.append(
                 self.op("aten::_fused_adamw_", self.launch(self.kernel(ADAM, *us)), pre=(10, 25))

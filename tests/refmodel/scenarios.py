@@ -73,7 +73,7 @@ def _backward(b: Builder, k: int, buckets: list[tuple[int, int]], bwd: list[Node
     for count, nelems in buckets:
         bwd.extend(b.backward(tape[max(0, end - count) : end]))
         end = max(0, end - count)
-        bwd.append(b.allreduce(nelems, (0, 400), 0.3, COMPUTE_STREAM, COMM_STREAM))
+        bwd.append(b.allreduce(nelems, (0, 400), 0.5, COMPUTE_STREAM, COMM_STREAM))
         bwd.append(b.gap(3, 10))
     bwd.extend(b.backward(tape[:end]))
     ev = b.event()
@@ -209,7 +209,7 @@ def backward_thread_nccl(b: Builder) -> Program:
             body += b.mlp_layer(1024, (150, 250), (20, 40))
         body += [b.loss((10, 20)), b.gap()]
         body += [_backward(b, k, [(12, 4_000_000), (10, 3_000_000)], bwd), b.gap()]
-        body += [b.optimizer_step(4, (60, 100)), b.gap(), b.item()]
+        body += [b.optimizer_step(4, (60, 100), found_inf=True), b.gap(), b.item()]
         bodies.append(body)
     threads = (_main(b, bodies), Thread("pt_autograd_0", BWD_TID, tuple(bwd)))
     return Program("backward_thread_nccl", threads, pid=PID)
@@ -303,7 +303,7 @@ def mixed(b: Builder) -> Program:
         body += b.mlp_layer(1024, (120, 220), (20, 40))
         body += [b.loss((10, 20)), b.gap()]
         body += [_backward(b, k, [(9, 3_000_000), (9, 2_000_000)], bwd), b.gap()]
-        body += [b.optimizer_step(4, (60, 100)), b.gap()]
+        body += [b.optimizer_step(4, (60, 100), found_inf=True), b.gap()]
         body += [b.to_host(1 << 18, (20, 40)), b.gap(), b.stream_sync()]
         bodies.append(body)
     threads = (

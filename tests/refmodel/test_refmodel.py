@@ -304,6 +304,7 @@ def test_document_shape() -> None:
         "kernel",
         "gpu_memcpy",
         "gpu_user_annotation",
+        "gpu_memset",
         "Trace",
     }
     starts = {e["id"] for e in ev if e.get("cat") == "ac2g" and e["ph"] == "s"}
