@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from lumos._io import atomic_write
 from lumos.chakra.trace import ChakraTrace
 from lumos.errors import ConfigError, NoTracesError
 from lumos.graph.build import align_ranks, build_graph
+from lumos.graph.edits import scale_by_name
 from lumos.graph.model import DepKind, ExecGraph, Workload
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import trace_from_bytes
@@ -31,7 +30,14 @@ from lumos.sim import simulate
 from lumos.sim.cost import CostModel
 from lumos.sim.result import SimResult
 
-__all__ = ["ABLATIONS", "Replay", "apply_edits", "build_workload", "replay", "write_replay"]
+__all__ = [
+    "ABLATIONS",
+    "Replay",
+    "apply_edits",
+    "build_workload",
+    "replay",
+    "write_replay",
+]
 
 #: Names accepted by ``without`` and what each removes. Removing ``launch`` also removes what
 #: tells the simulator when GPU work was submitted: every kernel then counts as submitted at
@@ -156,14 +162,7 @@ def apply_edits(
         g = g.drop_waits()
     scale = list(scale)
     if scale:
-        dur = g.tasks.dur_ns.astype(np.float64)
-        names = g.names
-        for pattern, factor in scale:
-            rx = re.compile(pattern)
-            hit = np.array([bool(rx.search(n)) for n in names], dtype=bool)
-            mask = hit[g.tasks.name_idx]
-            dur[mask] *= factor
-        g = g.with_durations(np.rint(dur).astype(np.int64))
+        g, _ = scale_by_name(g, scale)
     return g
 
 

@@ -126,7 +126,10 @@ def two_rank_collective(
         st = b.stream(20)
         pg = b.process_group("0", (0, 1))
         b.task(st, "compute", arrive)
-        c = b.comm(CommType.ALL_REDUCE, 1 << 20, pg, seq_id=1 if seq else -1)
+        # the later arrival waited least: its whole duration is the transfer (as the build
+        # finds for recordings on one clock); the earlier one waited the difference
+        wait = min(max(arrive0, arrive1) - arrive, dur)
+        c = b.comm(CommType.ALL_REDUCE, 1 << 20, pg, seq_id=1 if seq else -1, wait_ns=wait)
         b.task(st, "ncclAllReduce", dur, TaskKind.COMM, comm=c)
         b.task(st, "after", 7)
         graphs.append(b.build().validate())
@@ -137,7 +140,7 @@ def two_rank_collective(
 def test_two_rank_collective_starts_together(seq: bool) -> None:
     w = two_rank_collective(10, 50, 100, 60, seq)
     r = simulate(w)
-    # both start at the latest arrival (50); transfer = min traced duration (60)
+    # both start at the latest arrival (50); each then runs its duration less its wait (60)
     assert r.starts(0).tolist() == [0, 50, 110]
     assert r.starts(1).tolist() == [0, 50, 110]
     assert r.ends(0)[1] == r.ends(1)[1] == 110

@@ -126,7 +126,8 @@ _TABLES: tuple[tuple[str, type, tuple[tuple[str, str], ...]], ...] = (
                                  ("dur_ns", "dur_ns"), ("lead_ns", "lead_ns"),
                                  ("tail_ns", "tail_ns"))),
     ("lumos_comm_", Comms, (("kind", "kind"), ("size_bytes", "size_bytes"), ("pg", "pg_idx"),
-                            ("seq_id", "seq_id"), ("peer", "peer_rank"), ("tag", "tag"))),
+                            ("seq_id", "seq_id"), ("peer", "peer_rank"), ("tag", "tag"),
+                            ("wait_ns", "wait_ns"))),
 )  # fmt: skip
 
 
@@ -426,10 +427,16 @@ def _scalar(
     return col, present
 
 
+#: Table columns a lumos ET written by an older release may lack.
+_OPTIONAL_META = frozenset({("lumos_comm_", "wait_ns")})
+
+
 def _meta_table(meta: dict[str, Any], where: str, prefix: str, cls: Any, cols: Any) -> Any:
     rows = int(meta.get(f"{prefix}rows", 0))
     data = {}
     for short, col in cols:
+        if prefix + short not in meta and (prefix, short) in _OPTIONAL_META:
+            continue  # written before the column existed: its default applies
         values = meta.get(prefix + short, [])
         if len(values) != rows:
             raise ChakraFormatError(

@@ -19,6 +19,8 @@ The simulator never reads recorded start times: they are used here, once, to cho
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,11 +28,13 @@ from numpy.typing import NDArray
 
 from lumos.diagnostics import Diagnostics
 from lumos.graph.build_comms import build_comms
-from lumos.graph.build_deps import TOL_NS, calibrate_gpu, inter_thread_edges, processor_chain
-from lumos.graph.build_links import find_launches, launching_event
+from lumos.graph.build_deps import TOL_NS, calibrate_gpu, gpu_clock_offset_ns, processor_chain
+from lumos.graph.build_gaps import attribute_gaps, blocked_calls
+from lumos.graph.build_links import Launches, find_launches, launching_event
 from lumos.graph.build_sync import plan_syncs
 from lumos.graph.build_tasks import TaskLayout, lay_out_tasks
 from lumos.graph.model import (
+    GPU_TASK_KINDS,
     AnnotationKind,
     Annotations,
     DepKind,
@@ -44,6 +48,8 @@ from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_schema import Category
 
 __all__ = ["align_ranks", "build_graph"]
+
+_GPU_CATEGORIES = (Category.KERNEL, Category.MEMCPY, Category.MEMSET, Category.GPU_USER_ANNOTATION)
 
 
 def build_graph(trace: KinetoTrace) -> ExecGraph:
@@ -61,6 +67,12 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
 
         raise GraphError(f"{trace.path}: trace has no CPU or GPU work to build a graph from")
     launches = find_launches(trace, layout)
+    offset_ns = _gpu_clock_offset(layout, launches)
+    if offset_ns:
+        trace = _shift_gpu_clock(trace, offset_ns)
+        blocking = _blocking_copies(trace)
+        layout = lay_out_tasks(trace, blocking)
+        launches = find_launches(trace, layout)
     plan = plan_syncs(trace, layout, launches, diag)
 
     ts = layout.ts_ns.copy()
@@ -92,22 +104,35 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
         ok = copy_task >= 0
         add(copy_task[ok], wait_tasks[ok], DepKind.SYNC, np.zeros(int(ok.sum()), dtype=np.int64))
 
-    # ---- CPU threads: intra-thread order with overhead gaps, inter-thread resumes
+    # ---- CPU threads: intra-thread order with overhead gaps; waits on whatever released them
+    blocked = blocked_calls(layout, _layout_names(trace, layout), _enqueue_names(trace), arrive,
+                            end, stream_of_task, launches.launcher)  # fmt: skip
+    recorded_end = end
+    if blocked.call.size:
+        dur[blocked.call] = blocked.cost_ns
+        end = ts + dur
+        add(blocked.releaser, blocked.next_task, DepKind.SYNC, blocked.reaction_ns)
+        diag.warn("launch_blocked_on_full_queue", f"task {int(blocked.call[0])}", blocked.call.size)
+    settled = np.zeros(len(layout), dtype=bool)
+    settled[blocked.next_task] = True
     intra_src, intra_dst, intra_delay = processor_chain(layout, arrive, end)
     thread_edge = ~stream_of_task[intra_dst]
-    inter = inter_thread_edges(
-        layout, ts, end, stream_of_task, intra_src[thread_edge], intra_dst[thread_edge]
-    )
-    resumed = np.zeros(len(layout), dtype=bool)
-    if inter[0].size:
-        add(inter[0], inter[1], DepKind.INTER_THREAD, inter[2])
-        resumed[inter[1]] = True
-    t_delay = np.where(resumed[intra_dst] & thread_edge, 0, intra_delay)
+    gaps = attribute_gaps(layout, arrive, end, stream_of_task, launches.launcher, diag, settled,
+                          recorded_end)
+    for k in (DepKind.INTER_THREAD, DepKind.SYNC):
+        sel = gaps.kind == int(k)
+        if sel.any():
+            add(gaps.src[sel], gaps.dst[sel], k, gaps.delay_ns[sel])
+    edge_into = np.full(len(layout), -1, dtype=np.int64)
+    edge_into[intra_dst] = np.arange(intra_dst.size)
+    t_delay = intra_delay.copy()
+    t_delay[edge_into[gaps.dst]] = gaps.intra_delay_ns
+    t_delay[edge_into[blocked.next_task]] = blocked.gap_ns
     add(intra_src[thread_edge], intra_dst[thread_edge], DepKind.INTRA_THREAD, t_delay[thread_edge])
 
     # ---- GPU streams: launch, intra-stream and inter-stream, calibrated on the binding one
     s_src, s_dst = intra_src[~thread_edge], intra_dst[~thread_edge]
-    edges_gpu = calibrate_gpu(layout, launches.launcher, ts, end, s_src, s_dst,
+    edges_gpu, launch_latency = calibrate_gpu(layout, launches.launcher, ts, end, s_src, s_dst,
                                np.asarray(plan.stream_src, dtype=np.int64),
                                np.asarray(plan.stream_dst, dtype=np.int64), diag)  # fmt: skip
     for s, d, k, dl in edges_gpu:
@@ -150,13 +175,51 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
         tasks=tasks,
         edges=edges,
         waits=waits,
-        annotations=_step_annotations(trace, layout, ts, end, names),
+        annotations=Annotations.concat(
+            [_step_annotations(trace, layout, ts, end, names), _cpu_spans(trace, layout, ts, end)]
+        ),
         comms=comms,
         process_groups=groups,
         rank=rank,
         world_size=world,
         diagnostics=diag,
+        calibration={"gpu_clock_offset_ns": offset_ns, "launch_latency_ns": launch_latency},
     )
+
+
+_ENQUEUE = re.compile(r"^(cuda|hip|cu)(Launch|ExtLaunch|ModuleLaunch|ExtModuleLaunch|Memcpy\w*Async|"
+                      r"Memset\w*Async|GraphLaunch)")
+
+
+def _enqueue_names(trace: KinetoTrace) -> NDArray[np.bool_]:
+    """Per interned name: a runtime call that enqueues GPU work (and blocks when the queue is full)."""
+    return np.array([bool(_ENQUEUE.match(n)) for n in trace.names], dtype=bool)
+
+
+def _layout_names(trace: KinetoTrace, layout: TaskLayout) -> NDArray[np.int32]:
+    """Name index of each laid-out task (-1 for synthetic tasks)."""
+    real = layout.event_idx >= 0
+    out = np.full(len(layout), -1, dtype=np.int32)
+    out[real] = trace.events.name_idx[layout.event_idx[real]]
+    return out
+
+
+def _gpu_clock_offset(layout: TaskLayout, launches: Launches) -> int:
+    """How far to move GPU timestamps onto the CPU clock (see ``gpu_clock_offset_ns``)."""
+    end = layout.ts_ns + layout.dur_ns
+    src, dst, _ = processor_chain(layout, layout.ts_ns, end)
+    on_stream = np.zeros(len(layout), dtype=bool)
+    on_stream[np.isin(layout.kind, [int(k) for k in GPU_TASK_KINDS])] = True
+    keep = on_stream[dst]
+    return gpu_clock_offset_ns(layout, launches.launcher, layout.ts_ns, end, src[keep], dst[keep])
+
+
+def _shift_gpu_clock(trace: KinetoTrace, offset_ns: int) -> KinetoTrace:
+    """The trace with every GPU activity moved by ``offset_ns`` (CPU events unchanged)."""
+    ev = trace.events
+    gpu = np.isin(ev.cat, [int(c) for c in _GPU_CATEGORIES])
+    ts = np.where(gpu, ev.ts_ns + offset_ns, ev.ts_ns)
+    return dataclasses.replace(trace, events=dataclasses.replace(ev, ts_ns=ts))
 
 
 def _blocking_copies(trace: KinetoTrace) -> NDArray[np.bool_]:
@@ -330,6 +393,57 @@ def _step_annotations(
     )
 
 
+def _cpu_spans(
+    trace: KinetoTrace, layout: TaskLayout, ts: NDArray[np.int64], end: NDArray[np.int64]
+) -> Annotations:
+    """USER annotations: every CPU op or user annotation that encloses tasks of its thread
+    (the parents of the leaf tasks: modules, ``aten::linear``, the data loader, ...), so an edit
+    can re-time an op with everything it did, untraced time between its children included."""
+    ev = trace.events
+    task_ev = np.zeros(len(ev), dtype=bool)
+    task_ev[layout.event_idx[layout.event_idx >= 0]] = True
+    step_ev = np.zeros(len(ev), dtype=bool)
+    step_ev[trace.steps.event_idx] = True
+    cand = np.flatnonzero(
+        np.isin(ev.cat, (int(Category.CPU_OP), int(Category.USER_ANNOTATION)))
+        & ~task_ev & ~step_ev & (ev.dur_ns > 0)
+    )
+    gp_of = np.full(len(trace.processors), -1, dtype=np.int64)
+    gp_of[layout.processors] = np.arange(len(layout.processors))
+    gp = gp_of[ev.processor_idx[cand]]
+    cand, gp = cand[gp >= 0], gp[gp >= 0]
+    s0 = ev.ts_ns[cand]
+    s1 = s0 + ev.dur_ns[cand]
+    first = np.full(cand.size, -1, dtype=np.int64)
+    last = np.full(cand.size, -1, dtype=np.int64)
+    for p in np.unique(gp).tolist():
+        sel = np.flatnonzero(gp == p)
+        lo, hi = int(layout.proc_ptr[p]) + 1, int(layout.proc_ptr[p + 1])
+        real = layout.event_idx[lo:hi] >= 0
+        starts = layout.ts_ns[lo:hi]
+        a = lo + np.searchsorted(starts, s0[sel], side="left")
+        b = lo + np.searchsorted(starts, s1[sel], side="left") - 1
+        ok = (a <= b) & (b < hi)
+        a, b = a[ok], b[ok]
+        # a span's first and last work are real tasks, not markers or anchors
+        ok2 = real[a - lo] & real[b - lo]
+        first[sel[ok][ok2]] = a[ok2]
+        last[sel[ok][ok2]] = b[ok2]
+    keep = first >= 0
+    cand, gp, first, last, s0, s1 = cand[keep], gp[keep], first[keep], last[keep], s0[keep], s1[keep]
+    return Annotations.create(
+        name_idx=ev.name_idx[cand].astype(np.int32),
+        kind=np.full(cand.size, int(AnnotationKind.USER), dtype=np.int8),
+        processor_idx=gp.astype(np.int32),
+        first_task_idx=first.astype(np.int32),
+        last_task_idx=last.astype(np.int32),
+        ts_ns=s0,
+        dur_ns=s1 - s0,
+        lead_ns=np.maximum(ts[first] - s0, 0),
+        tail_ns=np.maximum(s1 - end[last], 0),
+    )
+
+
 def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
     """Put the ranks of one job on a common time origin.
 
@@ -342,6 +456,11 @@ def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
     """
     if len(graphs) < 2:
         return tuple(graphs)
+    return _collective_waits(_common_origin(graphs))
+
+
+def _common_origin(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
+    """Shift each rank's anchors by its start offset on a shared clock (see align_ranks)."""
     spans = []
     for g in graphs:
         t = g.tasks
@@ -361,4 +480,47 @@ def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
         )
         delay = e.delay_ns + np.where(from_anchor, shift, 0)
         out.append(g.replace(edges=e.replace(delay_ns=delay)))
+    return tuple(out)
+
+
+def _collective_waits(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ...]:
+    """Each matched collective participant's waiting for its peers, from the recording.
+
+    On a shared clock (recordings that overlap in time) a participant waited from its own
+    arrival to the group's last arrival; otherwise each waited its duration less the group's
+    shortest (the last to arrive waited least). Stored in ``Comms.wait_ns``, so the simulator
+    runs only the transfer once every participant has arrived in the simulation.
+    """
+    from lumos.graph.model import Workload
+
+    groups = Workload(graphs).collective_groups()
+    sizes = groups.sizes()
+    if groups.num_groups == 0 or sizes.max() < 2:
+        return graphs
+    order = {g.rank: gi for gi, g in enumerate(graphs)}
+    sorted_graphs = Workload(graphs).graphs
+    ts = np.empty(len(groups.member_task), dtype=np.int64)
+    dur = np.empty(len(groups.member_task), dtype=np.int64)
+    for wi, g in enumerate(sorted_graphs):
+        sel = groups.member_graph == wi
+        ts[sel] = g.tasks.ts_ns[groups.member_task[sel]]
+        dur[sel] = g.tasks.dur_ns[groups.member_task[sel]]
+    starts = [int(g.tasks.ts_ns.min()) for g in graphs if g.num_tasks]
+    ends = [int((g.tasks.ts_ns + g.tasks.dur_ns).max()) for g in graphs if g.num_tasks]
+    if max(starts) < min(ends):
+        last = np.repeat(np.maximum.reduceat(ts, groups.indptr[:-1]), sizes)
+        wait = np.clip(last - ts, 0, dur)
+    else:
+        wait = dur - np.repeat(np.minimum.reduceat(dur, groups.indptr[:-1]), sizes)
+    together = np.repeat(sizes >= 2, sizes)
+    out = list(graphs)
+    for wi, g in enumerate(sorted_graphs):
+        sel = (groups.member_graph == wi) & together
+        rows = g.tasks.comm_idx[groups.member_task[sel]]
+        keep = rows >= 0
+        if not keep.any():
+            continue
+        w = g.comms.wait_ns.copy()
+        w[rows[keep]] = wait[sel][keep]
+        out[order[g.rank]] = g.replace(comms=g.comms.replace(wait_ns=w))
     return tuple(out)

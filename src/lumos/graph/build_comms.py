@@ -90,12 +90,43 @@ def build_comms(
         return np.where(has, col[rr], -1)
 
     pg = np.array([pg_idx.get(coll.pg_name[k], -1) if k >= 0 else -1 for k in rows], dtype=np.int32)
+    kinds = np.asarray(kind_of_row, dtype=np.int8)
+    sizes = pick(coll.size_bytes)
     comms = Comms.create(
-        kind=np.asarray(kind_of_row, dtype=np.int8),
-        size_bytes=pick(coll.size_bytes),
+        kind=kinds,
+        size_bytes=sizes,
         pg_idx=pg,
         seq_id=pick(coll.seq_id),
         peer_rank=pick(coll.peer_rank).astype(np.int32),
         tag=pick(coll.tag),
+        wait_ns=waiting_ns(kinds, sizes, pg, layout.dur_ns[tasks]),
     )
     return comms, comm_idx, tuple(groups)
+
+
+def waiting_ns(
+    kind: NDArray[np.int8], size_bytes: NDArray[np.int64], pg: NDArray[np.int32],
+    dur_ns: NDArray[np.int64],
+) -> NDArray[np.int64]:
+    """How much of each communication task's recorded duration was waiting for peers.
+
+    Instances of one collective (same kind, message size and process group) move the same
+    bytes, so the shortest of them is the best estimate of the transfer alone: the rest of each
+    instance's duration is waiting. A collective with no known size cannot be told apart from
+    its own waiting and counts as transfer as a whole (wait 0).
+
+    >>> waiting_ns(np.array([0, 0, 0]), np.array([64, 64, -1]), np.array([0, 0, 0]),
+    ...            np.array([10, 25, 40]))
+    array([ 0, 15,  0])
+    """
+    wait = np.zeros(kind.size, dtype=np.int64)
+    known = np.flatnonzero(size_bytes > 0)
+    if known.size == 0:
+        return wait
+    keys = np.stack([kind[known].astype(np.int64), size_bytes[known], pg[known].astype(np.int64)])
+    _, group = np.unique(keys, axis=1, return_inverse=True)
+    group = group.reshape(-1)
+    shortest = np.full(int(group.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(shortest, group, dur_ns[known])
+    wait[known] = dur_ns[known] - shortest[group]
+    return wait

@@ -131,8 +131,13 @@ def find_launches(trace: KinetoTrace, layout: TaskLayout) -> Launches:
         if tasks.size == 0:
             continue
         lts = launch_ts[tasks]
-        # unlaunched tasks keep their place in stream order at their recorded start
+        # tasks ahead of the stream's first launch were queued before the trace window opened:
+        # launched before everything in it; other unlaunched tasks keep their place in stream
+        # order at their recorded start
+        launched_pos = np.flatnonzero(lts >= 0)
+        n_head = int(launched_pos[0]) if launched_pos.size else tasks.size
         lts = np.where(lts >= 0, lts, layout.ts_ns[tasks])
+        lts[:n_head] = layout.origin_ns - 1
         o = np.argsort(lts, kind="stable")
         stream_order[gp] = (lts[o], tasks[o])
     thread_launches: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}

@@ -106,6 +106,8 @@ class ExecGraph:
     rank: int = 0
     world_size: int = 1
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    #: Facts the build measured and used (``launch_latency_ns``, ``gpu_clock_offset_ns``...).
+    calibration: Mapping[str, int] = field(default_factory=dict)
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

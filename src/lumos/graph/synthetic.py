@@ -62,7 +62,7 @@ class GraphBuilder:
             k: [] for k in ("task_idx", "kind", "target_processor_idx", "device", "record_task_idx")
         }
         self._comms: dict[str, list[int]] = {
-            k: [] for k in ("kind", "size_bytes", "pg_idx", "seq_id", "peer_rank", "tag")
+            k: [] for k in ("kind", "size_bytes", "pg_idx", "seq_id", "peer_rank", "tag", "wait_ns")
         }
         self._ann: dict[str, list[int]] = {
             k: []
@@ -164,6 +164,7 @@ class GraphBuilder:
         seq_id: int = -1,
         peer_rank: int = -1,
         tag: int = -1,
+        wait_ns: int = 0,
     ) -> int:
         c = self._comms
         for key, value in (
@@ -173,6 +174,7 @@ class GraphBuilder:
             ("seq_id", seq_id),
             ("peer_rank", peer_rank),
             ("tag", tag),
+            ("wait_ns", wait_ns),
         ):
             c[key].append(value)
         return len(c["kind"]) - 1

@@ -330,6 +330,8 @@ class Comms(_Table):
     seq_id: NDArray[np.int64]  # -1 if unknown
     peer_rank: NDArray[np.int32]  # p2p peer (global rank), -1
     tag: NDArray[np.int64]  # -1
+    #: Part of the recorded duration spent waiting for peers (the rest is the transfer).
+    wait_ns: NDArray[np.int64]
 
     _COLUMNS: ClassVar[dict[str, type]] = {
         "kind": np.int8,
@@ -338,6 +340,7 @@ class Comms(_Table):
         "seq_id": np.int64,
         "peer_rank": np.int32,
         "tag": np.int64,
+        "wait_ns": np.int64,
     }
     _DEFAULTS: ClassVar[dict[str, int]] = {
         "size_bytes": 0,
@@ -345,6 +348,7 @@ class Comms(_Table):
         "seq_id": -1,
         "peer_rank": -1,
         "tag": -1,
+        "wait_ns": 0,
     }
 
 

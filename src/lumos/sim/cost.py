@@ -42,17 +42,15 @@ class CostModel(Protocol):
 
 
 class TracedCost:
-    """Replay: each task costs its ``dur_ns``; a collective's participants end when the trace
-    says they ended after the rendezvous.
+    """Replay: each task costs its ``dur_ns``; a collective's transfer is its duration less the
+    waiting for peers that the build found in the recording (``Comms.wait_ns``).
 
-    A traced collective spans from its own start to its end, so early arrivals include time
-    spent waiting for peers. When the ranks were traced on one clock (their recordings
-    overlap), each participant's transfer is its recorded end minus the group's latest
-    recorded arrival (at least 0): exact for replay, and a rank that finished late for its own
-    reasons (a descheduled gloo worker) stays late. Otherwise the group's *minimum* traced
-    duration is used for everyone: the last arrival waited least, so its duration is the
-    closest estimate of the pure transfer. With one traced participant (a single-rank trace)
-    the collective keeps its own traced duration.
+    A matched collective (two or more traced participants) starts when its last participant
+    arrives in the simulation and each participant then runs its own transfer, so a rank that
+    finished late for its own reasons (a descheduled gloo worker) stays late. A collective with
+    one traced participant (a single-rank trace) keeps its whole duration: its peers are not
+    simulated, and the waiting it recorded stands for them (a scaled collective scales only its
+    transfer, see :func:`lumos.replay.apply_edits`). No recorded start time is read.
     """
 
     def durations(self, graph: ExecGraph) -> NDArray[np.int64]:
@@ -67,27 +65,13 @@ class TracedCost:
         if groups.num_groups == 0:
             return np.zeros(0, dtype=np.int64)
         member_dur = np.empty(len(groups.member_task), dtype=np.int64)
-        member_ts = np.empty(len(groups.member_task), dtype=np.int64)
-        recorded = np.empty(len(groups.member_task), dtype=bool)
+        member_wait = np.zeros(len(groups.member_task), dtype=np.int64)
         for gi, (g, dur) in enumerate(zip(workload.graphs, durations, strict=True)):
             sel = groups.member_graph == gi
-            member_dur[sel] = dur[groups.member_task[sel]]
-            member_ts[sel] = g.tasks.ts_ns[groups.member_task[sel]]
-            recorded[sel] = g.tasks.event_idx[groups.member_task[sel]] >= 0
-        shortest = np.minimum.reduceat(member_dur, groups.indptr[:-1]).astype(np.int64)
-        # recorded times are only meaningful for tasks read from a trace, on one clock
-        if not (recorded.all() and _one_clock(workload)):
-            return shortest
-        sizes = np.diff(groups.indptr)
-        last_arrival = np.maximum.reduceat(member_ts, groups.indptr[:-1])
-        tail = member_ts + member_dur - np.repeat(last_arrival, sizes)
-        return np.maximum(tail, 0).astype(np.int64)
-
-
-def _one_clock(workload: Workload) -> bool:
-    """True when every rank's recording overlaps every other's in time (a shared clock)."""
-    if len(workload.graphs) < 2:
-        return False
-    starts = [int(g.tasks.ts_ns.min()) for g in workload.graphs if g.num_tasks]
-    ends = [int((g.tasks.ts_ns + g.tasks.dur_ns).max()) for g in workload.graphs if g.num_tasks]
-    return bool(starts) and max(starts) < min(ends)
+            tasks = groups.member_task[sel]
+            member_dur[sel] = dur[tasks]
+            row = g.tasks.comm_idx[tasks]
+            member_wait[sel] = np.where(row >= 0, g.comms.wait_ns[np.maximum(row, 0)], 0)
+        together = np.repeat(groups.sizes() >= 2, groups.sizes())
+        transfer = np.where(together, member_dur - member_wait, member_dur)
+        return np.maximum(transfer, 0).astype(np.int64)

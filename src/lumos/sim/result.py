@@ -139,7 +139,7 @@ class SimResult:
                         "start_ns": int(lo[i]),
                         "end_ns": int(hi[i]),
                     }
-                    for i in range(len(a))
+                    for i in np.flatnonzero(a.kind != AnnotationKind.USER).tolist()
                 ],
                 "steps": self.steps(gi),
             }

@@ -1,0 +1,324 @@
+"""Gaps on CPU threads: CPU overhead, or a wait on another processor's task.
+
+A thread that stops between two of its tasks is either busy with work the trace does not show
+(Python, framework bookkeeping: an *overhead delay*, a cost that stays the same when other tasks
+change) or blocked until something else finishes (a *wait*: a GPU task it polls for, another
+thread's hand-off, a collective). A wait becomes a dependency on the task whose end released the
+thread, with the thread's observed reaction as the edge delay, so that the simulation, not the
+recording, decides how long the thread stands still.
+
+The evidence for a wait in the gap between tasks ``a`` and ``b`` of thread ``p`` (recorded times,
+``arrive[b]`` is when the thread reached ``b``):
+
+==============================  ==============================================================
+condition                       why
+==============================  ==============================================================
+``u`` on another processor      the releaser; a thread does not wait for itself
+``end[a] < end[u] <= arrive[b]``  ``u`` ended while the thread stood still
+``u``'s processor idle until    it *drained*: nothing else it did could be the cause, and a
+``arrive[b]``                   busy GPU's steady stream of kernel ends is not mistaken for one
+reaction ``arrive[b] - end[u]``  a released thread reacts quickly; a thread busy with untraced
+``<= REACTION_SHARE * gap``      work for most of the gap resumes long after the GPU went idle
+gap longer than                 an ordinary overhead gap is not a wait, whatever ends in it:
+``UNEXPLAINED_FACTOR`` x the    a wrongly found short wait ties a thread to another's
+thread's median gap             schedule, a missed one costs at most its own length
+a CPU ``u``'s thread worked     a thread that wakes for a moment (a watchdog polling every
+``>= BUSY_SHARE * gap`` in it   100 ms) hands nothing off; it only coincides
+a CPU ``u`` started inside the  a thread that blocked while ``u`` ran waited for a lock ``u``
+gap                             held (GIL, driver lock), which an edit does not preserve
+==============================  ==============================================================
+
+Among the candidates the latest-ending one is the releaser. The intra-thread edge into ``b``
+keeps the thread's usual overhead (its median gap, at most the gap), so a wait that stops
+binding under an edit leaves the thread with its ordinary overhead, not with none.
+
+A thread whose first task starts after the trace's origin (a backward thread, a worker) is
+released the same way, from the window's start; without a releaser it stays anchored at its
+recorded offset and is counted (``thread_start_unexplained``).
+
+Gaps that are neither waits nor ordinary overhead (longer than ``UNEXPLAINED_FACTOR`` times the
+thread's median gap) are *unexplained*: kept as delays and reported as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lumos.diagnostics import Diagnostics
+from lumos.graph.build_tasks import MARK, TaskLayout
+from lumos.graph.model import DepKind
+
+__all__ = [
+    "BLOCKED_FACTOR",
+    "BUSY_SHARE",
+    "REACTION_SHARE",
+    "UNEXPLAINED_FACTOR",
+    "GapPlan",
+    "attribute_gaps",
+    "overhead_floor_ns",
+]
+
+#: A wait's reaction (release to resume) is at most this share of the gap it ends.
+REACTION_SHARE = 0.1
+#: A CPU releaser's thread was busy for at least this share of the gap it ends.
+BUSY_SHARE = 0.02
+#: A non-wait gap longer than this many times its thread's median gap is "unexplained".
+UNEXPLAINED_FACTOR = 20
+#: A launch call this many times longer than its name's median blocked (a full launch queue).
+BLOCKED_FACTOR = 10
+_NEVER = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True, eq=False)
+class GapPlan:
+    """Waits found on CPU threads.
+
+    ``src[i] -> dst[i]`` with ``delay_ns[i]`` (the reaction) and ``kind[i]`` (``SYNC`` for a GPU
+    releaser, ``INTER_THREAD`` for a CPU one). ``intra_delay_ns`` is the delay of the
+    intra-thread edge into each released task (the thread's usual overhead, at most the gap).
+    ``released_start[p]`` is True for a thread whose first task is released by a cause (its
+    anchor edge then carries no recorded offset).
+    """
+
+    src: NDArray[np.int64]
+    dst: NDArray[np.int64]
+    delay_ns: NDArray[np.int64]
+    kind: NDArray[np.int8]
+    intra_delay_ns: NDArray[np.int64]
+    released_start: NDArray[np.bool_]
+
+
+def overhead_floor_ns(gaps: NDArray[np.int64]) -> int:
+    """A thread's usual overhead between tasks: the median of its positive gaps (0 if none)."""
+    pos = gaps[gaps > 0]
+    return int(np.median(pos)) if pos.size else 0
+
+
+@dataclass(frozen=True, eq=False)
+class BlockedCalls:
+    """Enqueue calls (kernel launches, async copies) that blocked on a full launch queue.
+
+    ``call[i]`` keeps ``cost_ns[i]`` (the median cost of calls of its name); the thread's next
+    task ``next_task[i]`` waits for ``releaser[i]``, the GPU task whose end freed a queue slot,
+    plus the recorded ``reaction_ns[i]``; ``gap_ns[i]`` is the recorded gap after the call.
+    """
+
+    call: NDArray[np.int64]
+    cost_ns: NDArray[np.int64]
+    next_task: NDArray[np.int64]
+    releaser: NDArray[np.int64]
+    reaction_ns: NDArray[np.int64]
+    gap_ns: NDArray[np.int64]
+
+
+def blocked_calls(
+    layout: TaskLayout,
+    names: NDArray[np.int32],
+    enqueue_name: NDArray[np.bool_],
+    arrive: NDArray[np.int64],
+    end: NDArray[np.int64],
+    on_stream: NDArray[np.bool_],
+    launcher: NDArray[np.int64],
+) -> BlockedCalls:
+    """Launch calls that returned only when a GPU task ended (the CUDA launch queue was full).
+
+    A call of an enqueueing runtime function (``enqueue_name[name]``) longer than
+    ``BLOCKED_FACTOR`` times its name's median, whose return follows the end of a GPU task
+    launched before the call began by at most ``REACTION_SHARE`` of its excess, blocked: it keeps
+    its name's median cost and the wait becomes a dependency of the thread's next task.
+    ``names`` is each task's name index.
+    """
+    n = len(layout)
+    dur = end - arrive
+    cand = np.flatnonzero((layout.kind == 1) & (layout.event_idx >= 0) & ~layout.is_wait)
+    cand = cand[enqueue_name[names[cand]]]
+    out: dict[str, list[int]] = {k: [] for k in ("call", "cost", "next", "rel", "r", "gap")}
+    if cand.size:
+        gpu = np.flatnonzero(on_stream & (layout.event_idx >= 0) & (end > arrive))
+        by_end = gpu[np.argsort(end[gpu], kind="stable")]
+        ends = end[by_end]
+        launch_ts = np.where(launcher >= 0, arrive[np.maximum(launcher, 0)], -1)
+        for name in np.unique(names[cand]).tolist():
+            calls = cand[names[cand] == name]
+            typical = int(np.median(dur[calls]))
+            for c in calls[dur[calls] > BLOCKED_FACTOR * max(typical, 1)].tolist():
+                nxt = c + 1
+                if nxt >= n or layout.processor_idx[nxt] != layout.processor_idx[c]:
+                    continue
+                k = int(np.searchsorted(ends, end[c], side="right")) - 1
+                while k >= 0 and ends[k] > arrive[c]:
+                    u = int(by_end[k])
+                    k -= 1
+                    if 0 <= launch_ts[u] < arrive[c]:
+                        break
+                else:
+                    continue
+                r = int(end[c] - end[u])
+                if r > REACTION_SHARE * (int(dur[c]) - typical):
+                    continue
+                out["call"].append(c)
+                out["cost"].append(typical)
+                out["next"].append(nxt)
+                out["rel"].append(u)
+                out["r"].append(r)
+                out["gap"].append(max(int(arrive[nxt] - end[c]), 0))
+    a = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    return BlockedCalls(a["call"], a["cost"], a["next"], a["rel"], a["r"], a["gap"])
+
+
+def attribute_gaps(
+    layout: TaskLayout,
+    arrive: NDArray[np.int64],
+    end: NDArray[np.int64],
+    on_stream: NDArray[np.bool_],
+    launcher: NDArray[np.int64],
+    diag: Diagnostics,
+    settled: NDArray[np.bool_] | None = None,
+    recorded_end: NDArray[np.int64] | None = None,
+) -> GapPlan:
+    """Find the waits among the gaps of every CPU thread (see the module docstring).
+
+    Tasks marked in ``settled`` already have their wait (a blocked call's successor) and are
+    not looked at; ``recorded_end`` (default ``end``) are the ends before blocked calls were
+    shortened: a call that blocked was busy, not idle.
+    """
+    n = len(layout)
+    ev = layout.event_idx
+    real = (ev >= 0) | (ev == MARK)
+    # the next task on each task's processor, and when it began (the drain test)
+    same_next = np.zeros(n, dtype=bool)
+    same_next[:-1] = layout.processor_idx[1:] == layout.processor_idx[:-1]
+    next_start = np.full(n, _NEVER, dtype=np.int64)
+    next_start[:-1] = np.where(same_next[:-1], arrive[1:], _NEVER)
+    busy_end = end if recorded_end is None else recorded_end
+    candidates = [_Candidates.of(layout, q, arrive, end, busy_end)
+                  for q in range(len(layout.processors))]  # fmt: skip
+
+    src: list[int] = []
+    dst: list[int] = []
+    delay: list[int] = []
+    kind: list[int] = []
+    intra: list[int] = []
+    n_proc = len(layout.processors)
+    released_start = np.zeros(n_proc, dtype=bool)
+    # a thread that mostly waits has a long median gap: its usual overhead is no larger than
+    # that of all threads together
+    trace_floor = _trace_floor(layout, arrive, end, on_stream, real)
+    for p in range(n_proc):
+        lo, hi = int(layout.proc_ptr[p]), int(layout.proc_ptr[p + 1])
+        if hi - lo < 2 or on_stream[lo]:
+            continue
+        tasks = np.arange(lo + 1, hi)
+        tasks = tasks[real[tasks]]
+        if tasks.size == 0:
+            continue
+        prev_end = np.empty(tasks.size, dtype=np.int64)
+        prev_end[0] = layout.origin_ns
+        prev_end[1:] = end[tasks[:-1]]
+        gap = arrive[tasks] - prev_end
+        floor = min(overhead_floor_ns(gap[1:]), trace_floor)
+        for i in np.flatnonzero(gap > UNEXPLAINED_FACTOR * max(floor, 1)).tolist():
+            b = int(tasks[i])
+            if settled is not None and settled[b]:
+                continue
+            g = int(gap[i])
+            u = _releaser(int(prev_end[i]), int(arrive[b]), int(BUSY_SHARE * g), p, candidates,
+                          end, next_start, on_stream)  # fmt: skip
+            r = int(arrive[b] - end[u]) if u >= 0 else -1
+            if u < 0 or r > REACTION_SHARE * g:
+                if i == 0:
+                    diag.warn("thread_start_unexplained", f"task {b}")
+                continue
+            src.append(u)
+            dst.append(b)
+            delay.append(r)
+            kind.append(int(DepKind.SYNC if on_stream[u] else DepKind.INTER_THREAD))
+            intra.append(min(floor, g) if i else 0)
+            if i == 0:
+                released_start[p] = True
+    i64 = np.int64
+    return GapPlan(
+        src=np.asarray(src, dtype=i64),
+        dst=np.asarray(dst, dtype=i64),
+        delay_ns=np.asarray(delay, dtype=i64),
+        kind=np.asarray(kind, dtype=np.int8),
+        intra_delay_ns=np.asarray(intra, dtype=i64),
+        released_start=released_start,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _Candidates:
+    """One processor's possible releasers: its real tasks in order, their running-max ends
+    (non-decreasing, for binary search), starts, and the busy time before each."""
+
+    tasks: NDArray[np.int64]
+    ends: NDArray[np.int64]
+    starts: NDArray[np.int64]
+    busy_before: NDArray[np.int64]
+
+    @classmethod
+    def of(
+        cls,
+        layout: TaskLayout,
+        q: int,
+        arrive: NDArray[np.int64],
+        end: NDArray[np.int64],
+        busy_end: NDArray[np.int64],
+    ) -> _Candidates:
+        lo, hi = int(layout.proc_ptr[q]), int(layout.proc_ptr[q + 1])
+        tq = np.arange(lo, hi)[(layout.event_idx[lo:hi] >= 0) & (end[lo:hi] > arrive[lo:hi])]
+        busy = np.concatenate(([0], np.cumsum(busy_end[tq] - arrive[tq]))).astype(np.int64)
+        ends = np.maximum.accumulate(end[tq]) if tq.size else end[tq]
+        return cls(tq, ends, arrive[tq], busy)
+
+
+def _releaser(
+    gap_start: int,
+    resume: int,
+    min_busy_ns: int,
+    thread: int,
+    candidates: list[_Candidates],
+    end: NDArray[np.int64],
+    next_start: NDArray[np.int64],
+    on_stream: NDArray[np.bool_],
+) -> int:
+    """The latest-ending task that can have released a thread resuming at ``resume`` after a
+    gap from ``gap_start`` (-1 if none); see the module table. Only a processor's last task
+    ending before the resume can have drained it, so each processor offers one candidate."""
+    best, best_end = -1, gap_start
+    for q, c in enumerate(candidates):
+        if q == thread or c.tasks.size == 0:
+            continue
+        k = int(np.searchsorted(c.ends, resume, side="right")) - 1
+        if k < 0:
+            continue
+        u = int(c.tasks[k])
+        if end[u] <= best_end or next_start[u] < resume:
+            continue
+        if not on_stream[u]:
+            if c.starts[k] < gap_start:
+                continue  # the thread blocked while u ran: a lock let go, not work handed off
+            first = min(int(np.searchsorted(c.starts, gap_start, side="left")), k + 1)
+            if c.busy_before[k + 1] - c.busy_before[first] < min_busy_ns:
+                continue
+        best, best_end = u, int(end[u])
+    return best
+
+
+def _trace_floor(
+    layout: TaskLayout,
+    arrive: NDArray[np.int64],
+    end: NDArray[np.int64],
+    on_stream: NDArray[np.bool_],
+    real: NDArray[np.bool_],
+) -> int:
+    """The usual overhead between consecutive tasks over all CPU threads."""
+    n = len(layout)
+    nxt = np.arange(1, n)
+    ok = (layout.processor_idx[1:] == layout.processor_idx[:-1]) & ~on_stream[1:]
+    ok &= real[1:] & real[:-1]
+    return overhead_floor_ns(arrive[nxt[ok]] - end[nxt[ok] - 1])
