@@ -150,7 +150,7 @@ def trace(name: str) -> Path:
 
 
 def realdata_or_exit(relpath: str) -> Path:
-    """For scripts (benchmarks) outside pytest: the path, or exit 2 with the reason."""
+    """For scripts (benchmarks) outside pytest: the path, or exit (status 1) with the reason."""
     path = _located(relpath)
     if path is None:
         sys.exit(f"{Path(sys.argv[0]).name}: {skip_reason()}")
