@@ -124,12 +124,13 @@ def delay_table() -> None:
     from lumos.ingest.kineto import read_kineto
     from lumos.sim import simulate
 
+    paths = [(name, trace_or_exit(name)) for name in DELAY_TRACES]
     print(
         "| trace | tasks | delay nodes | lumos replay (us) | deps only | deps only + delay nodes |"
     )
     print("|---|---:|---:|---:|---:|---:|")
-    for name in DELAY_TRACES:
-        g = build_graph(read_kineto(trace_or_exit(name)))
+    for name, path in paths:
+        g = build_graph(read_kineto(path))
         r = simulate(g)
         replay = (int(r.end_ns.max()) - int(r.start_ns.min())) / 1000
         plain, delayed = to_chakra(g), to_chakra(g, delay_nodes=True)
