@@ -47,3 +47,18 @@ def test_info_recognizes_each_kind_by_content(capsys, tmp_path):
     assert [r["kind"] for r in rows] == ["chakra", "pytorch_et", "kineto"]
     assert rows[0]["nodes"] == 3664
     assert rows[0]["nodes_by_type"] == {"COMP_NODE": 3643, "COMM_COLL_NODE": 21}
+
+
+def test_info_example_is_the_bundled_two_rank_run(capsys):
+    """``--example``: lumos's own recording (both ranks), summarized without any other file."""
+    assert main(["info", "--json", "--example"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["rank"] for r in rows] == [0, 1]
+    for r in rows:
+        assert set(r) >= REQUIRED
+        assert r["world_size"] == 2 and r["backend"] == "gloo" and r["streams"] == []
+        assert [s["name"] for s in r["steps"]] == [f"ProfilerStep#{k}" for k in (2, 3, 4)]
+        assert r["collectives"] == {"all_reduce": 6}
+    assert main(["info", "--example"]) == 0
+    out = capsys.readouterr().out
+    assert "rank 0/2  backend gloo  device CPU" in out and "ProfilerStep#3" in out
