@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from tests.realdata import trace
+from tests.realdata import TRACES, extract_archive, trace
 
 from lumos.cli.main import main
 
@@ -25,11 +25,14 @@ def test_info_json_nccl_trace(capsys):
     assert out["collectives"] == {"all_reduce": 15, "broadcast": 6}
 
 
-def test_info_on_a_directory_and_archive(capsys):
-    assert main(["info", "--json", str(trace("dlrm_kineto_8rank"))]) == 0
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert sorted(r["rank"] for r in rows) == list(range(8))
-    assert all(r["world_size"] == 8 for r in rows)
+def test_info_on_a_directory_and_archive(capsys, tmp_path):
+    archive = trace("dlrm_kineto_8rank")
+    folder = extract_archive(TRACES["dlrm_kineto_8rank"], tmp_path / "dlrm")  # never in the tree
+    for where in (archive, folder):
+        assert main(["info", "--json", str(where)]) == 0
+        rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert sorted(r["rank"] for r in rows) == list(range(8))
+        assert all(r["world_size"] == 8 for r in rows)
 
 
 def test_info_human_output_mentions_flags(capsys):
