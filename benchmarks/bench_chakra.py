@@ -9,7 +9,8 @@ COMM_COLL with comm_type/comm_size, 200 distinct names, 1-3 attributes per node)
 is slow: ``--upstream-nodes`` caps how many of its nodes are timed (the rate is per node).
 Prints nodes/s, MB/s and peak RSS. Timings are wall-clock, best of ``--repeat``.
 
-``--delay-table`` instead prints, for the replay traces in tests/data, the makespan of a
+``--delay-table`` instead prints, for the real replay traces (read in place from the realdata
+folder, ``LUMOS_REALDATA`` or ``../shared/realdata``; see ``tests/REALDATA.md``), the makespan of a
 consumer that honours only ``data_deps`` + ``duration_micros`` (unlimited concurrency, like
 ASTRA-sim's dependency resolution) on ``to_chakra(g)`` and ``to_chakra(g, delay_nodes=True)``,
 next to lumos's replay span.
@@ -96,12 +97,10 @@ def upstream_rate(path: Path, limit: int, extract: bool) -> float | None:
     return count / (time.perf_counter() - t0)
 
 
+# phenomenon names of tests/realdata.py
 DELAY_TRACES = [
-    "alltoall_4streams/control.json.gz", "v100_stream_wait_event/df_index_resolver.json.gz",
-    "sendrecv_5streams/sampled_rank-0.json.gz", "sendrecv_5streams/sampled_rank-1.json.gz",
-    "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz",
-    "rccl_mi300/resnet_act_checkpoint.json.gz", "cuda_event_sync/event_sync_trace.json.gz",
-    "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "alltoall_4streams", "v100_stream_wait_event", "sendrecv_5streams_rank0",
+    "sendrecv_5streams_rank1", "legacy_2021_v100", "rccl_mi300", "cuda_event_sync", "hip_mi250",
 ]  # fmt: skip
 
 
@@ -119,18 +118,19 @@ def deps_only_span_us(trace: ChakraTrace) -> int:
 
 
 def delay_table() -> None:
+    from _realdata import trace_or_exit
     from lumos.chakra.mapping import to_chakra
     from lumos.graph.build import build_graph
     from lumos.ingest.kineto import read_kineto
     from lumos.sim import simulate
 
-    data = Path(__file__).resolve().parent.parent / "tests" / "data"
+    paths = [(name, trace_or_exit(name)) for name in DELAY_TRACES]
     print(
         "| trace | tasks | delay nodes | lumos replay (us) | deps only | deps only + delay nodes |"
     )
     print("|---|---:|---:|---:|---:|---:|")
-    for name in DELAY_TRACES:
-        g = build_graph(read_kineto(data / name))
+    for name, path in paths:
+        g = build_graph(read_kineto(path))
         r = simulate(g)
         replay = (int(r.end_ns.max()) - int(r.start_ns.min())) / 1000
         plain, delayed = to_chakra(g), to_chakra(g, delay_nodes=True)

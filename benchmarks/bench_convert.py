@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/bench_convert.py --table    # + replay table on the test traces
 
 Throughput: events/s of the whole per-rank pipeline (read Kineto, build graph, map, write .et)
-and of the mapping stage alone (graph -> ChakraTrace -> bytes), on
-tests/data/v100_stream_wait_event/df_index_resolver.json.gz (216k events). When mlc-chakra's
+and of the mapping stage alone (graph -> ChakraTrace -> bytes), on HTA's
+``df_index_resolver.json.gz`` (V100, 216k events), read in place from the realdata folder
+(``LUMOS_REALDATA`` or ``../shared/realdata``; see ``tests/REALDATA.md``). When mlc-chakra's
 converter is installed its speed is NOT measured here (it needs a PyTorch ET + HTA linking, which
 this Kineto-only trace lacks); compare with its published ~10k nodes/s only with care.
 
@@ -24,18 +25,20 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "tests" / "data"
-LARGEST = DATA / "v100_stream_wait_event" / "df_index_resolver.json.gz"
+from _realdata import TRACES, trace_or_exit
+
+LARGEST = "v100_stream_wait_event"
+# phenomenon names of tests/realdata.py
 TABLE = [
-    "alltoall_4streams/control.json.gz",
-    "v100_stream_wait_event/df_index_resolver.json.gz",
-    "sendrecv_5streams/sampled_rank-0.json.gz",
-    "sendrecv_5streams/sampled_rank-1.json.gz",
-    "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz",
-    "rccl_mi300/resnet_act_checkpoint.json.gz",
-    "cuda_event_sync/event_sync_trace.json.gz",
-    "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "nccl_a100",
+    "alltoall_4streams",
+    "v100_stream_wait_event",
+    "sendrecv_5streams_rank0",
+    "sendrecv_5streams_rank1",
+    "legacy_2021_v100",
+    "rccl_mi300",
+    "cuda_event_sync",
+    "hip_mi250",
 ]
 
 
@@ -56,7 +59,8 @@ def throughput(repeat: int) -> None:
     from lumos.ingest.detect import expand_paths
     from lumos.ingest.kineto import read_kineto
 
-    trace = read_kineto(LARGEST)
+    largest = trace_or_exit(LARGEST)
+    trace = read_kineto(largest)
     n_ev = len(trace.events)
     graph = build_graph(trace)
     to_chakra(graph)  # compile
@@ -65,11 +69,11 @@ def throughput(repeat: int) -> None:
         t_map, ct = _best(lambda: to_chakra(graph), repeat)
         t_write, _ = _best(lambda: write_chakra(ct, out), repeat)
         t_read, back = _best(lambda: from_chakra(read_chakra(out)), repeat)
-        ref = expand_paths([LARGEST])[0]
+        ref = expand_paths([largest])[0]
         job = RankJob(0, ref, None, str(out))
         t_all, _ = _best(lambda: convert_rank(job), repeat)
         size = out.stat().st_size
-    print(f"trace: {LARGEST.relative_to(ROOT)}: {n_ev} events, {graph.num_tasks} tasks, "
+    print(f"trace: {TRACES[LARGEST]}: {n_ev} events, {graph.num_tasks} tasks, "
           f"{graph.num_edges} edges, {size / 1e6:.1f} MB .et")  # fmt: skip
     print(f"  end to end (read+build+map+write): {t_all:7.3f} s  {n_ev / t_all:12,.0f} events/s")
     print(
@@ -104,7 +108,8 @@ def table() -> None:
     from lumos.graph.build import build_graph
     from lumos.ingest.kineto import read_kineto
 
-    rows = [(p, DATA / p) for p in TABLE] + [("example (bundled NCCL trace)", example_trace_path())]
+    rows = [(TRACES[p], trace_or_exit(p)) for p in TABLE]
+    rows.append(("example (bundled 2-rank gloo recording, rank 0)", example_trace_path()))
     print(f"{'trace':<58}{'measured':>10}{'kineto':>10}{'.et':>10}{'diff':>8}"
           f"{'upstream':>10}{'under':>8}{'no delay':>10}{'under':>8}")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,13 +5,14 @@ Usage::
     python benchmarks/bench_et.py [ET_FILE[::MEMBER] ...] [--repeat 3]
                                   [--link-et ET --link-kineto KINETO]
 
-With no ET file it reads the bundled ``tests/data/et_schema_versions/resnet_2gpu_et.json.gz``;
+With no ET file it reads param's ``resnet_2gpu_et.json.gz`` (schema 1.1.0) in place from the
+realdata folder (``LUMOS_REALDATA`` or ``../shared/realdata``; see ``tests/REALDATA.md``);
 pass e.g. param's ``hf_GPT2_et.json.tar.gz`` (27k nodes) for a stress run. Throughput is measured
 on the *uncompressed* JSON, from bytes in memory (decompression excluded), best of ``--repeat``,
 against ``json.loads`` (and ``orjson.loads`` when installed) of the same bytes, which only parse
 and build Python objects. Peak memory is the tracemalloc peak of one read (Python allocations,
-numpy included) as a multiple of the JSON size. The link part times ``link()`` per rank on the
-bundled 8-rank DLRM pair (sequence alignment) unless other files are given.
+numpy included) as a multiple of the JSON size. The link part times ``link()`` per rank on
+param's 8-rank DLRM pair (sequence alignment, realdata) unless other files are given.
 """
 
 from __future__ import annotations
@@ -22,16 +23,12 @@ import json
 import tarfile
 import time
 import tracemalloc
-from pathlib import Path
 
+from _realdata import trace_or_exit
 from lumos._io import read_bytes
 from lumos.ingest.kineto import read_kineto
 from lumos.ingest.pytorch_et import _parse, read_pytorch_et
 from lumos.link import link
-
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_ET = ROOT / "tests/data/et_schema_versions/resnet_2gpu_et.json.gz"
-DLRM = ROOT / "tests/data/link_dlrm_8rank"
 
 
 def _payload(spec: str) -> tuple[str, bytes]:
@@ -116,11 +113,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("et", nargs="*", help="ET files (path or path::member)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--link-et", help="ET file to link (default: bundled DLRM, 8 ranks)")
+    ap.add_argument("--link-et", help="ET file to link (default: param's DLRM, 8 ranks)")
     ap.add_argument("--link-kineto", help="Kineto file to link")
     args = ap.parse_args()
     print("== ingest")
-    for spec in args.et or [str(DEFAULT_ET)]:
+    for spec in args.et or [str(trace_or_exit("et_1.1.0"))]:
         bench_ingest(spec, args.repeat)
     print("== link")
     if args.link_et and args.link_kineto:
@@ -128,13 +125,14 @@ def main() -> None:
             (args.link_et, None, args.link_kineto, None)
         ]
     else:
-        with tarfile.open(DLRM / "dlrm_kineto.tar.gz") as tar:
+        dlrm_et, dlrm_kineto = trace_or_exit("dlrm_et_8rank"), trace_or_exit("dlrm_kineto_8rank")
+        with tarfile.open(dlrm_kineto) as tar:
             kin = sorted(m.name for m in tar.getmembers() if m.name.endswith(".json"))
         pairs = [
             (
-                str(DLRM / "dlrm_pytorch_et.tar.gz"),
+                str(dlrm_et),
                 f"dlrm_pytorch_et/dlrm_eg_{r}.json",
-                str(DLRM / "dlrm_kineto.tar.gz"),
+                str(dlrm_kineto),
                 next(m for m in kin if f"/worker{r}_" in m),
             )
             for r in range(8)

@@ -1,7 +1,8 @@
 """Kineto ingest speed and memory: MB/s of uncompressed JSON and peak memory, end to end.
 
 Run on demand (not a test):  python benchmarks/bench_ingest.py [TRACE ...]
-Default trace: tests/data/v100_stream_wait_event/df_index_resolver.json.gz (216k events).
+Default trace: HTA's ``df_index_resolver.json.gz`` (V100, 216k events), read in place from the
+realdata folder (``LUMOS_REALDATA`` or ``../shared/realdata``; see ``tests/REALDATA.md``).
 Prints, per file: uncompressed MB, best-of-N wall time for ``read_kineto`` (gunzip included) and
 for the JSON parse alone, MB/s for both, and peak traced memory as a multiple of the JSON size.
 """
@@ -15,11 +16,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from _realdata import trace_or_exit
 from lumos.ingest.kineto import read_kineto, trace_from_bytes
-
-DEFAULT = (
-    Path(__file__).parent.parent / "tests/data/v100_stream_wait_event/df_index_resolver.json.gz"
-)
 
 
 def best_of(fn, repeat: int) -> float:
@@ -33,10 +31,10 @@ def best_of(fn, repeat: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("traces", nargs="*", type=Path, default=[DEFAULT])
+    ap.add_argument("traces", nargs="*", type=Path)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    for path in args.traces:
+    for path in args.traces or [trace_or_exit("v100_stream_wait_event")]:
         raw = path.read_bytes()
         payload = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
         mb = len(payload) / 1e6

@@ -1,7 +1,9 @@
 """Replay accuracy, ablations and speed on real traces.
 
 Run on demand:  python benchmarks/bench_replay.py [TRACE ...]
-Default: every Kineto trace with ProfilerSteps under tests/data plus the bundled example.
+Default: every real third-party Kineto trace with ProfilerSteps that the tests replay, read in
+place from ``LUMOS_REALDATA`` or ``../shared/realdata`` (see ``tests/REALDATA.md``).
+``--example`` adds the bundled example (lumos's own 2-rank gloo recording, rank 0).
 For each trace prints: per-step |error| (mean, max) of the full model; the mean predicted step
 change when one dependency kind is dropped (what each kind is worth); and build_graph /
 simulate throughput in tasks/s.
@@ -15,26 +17,27 @@ from pathlib import Path
 
 import numpy as np
 
+from _realdata import trace_or_exit
 from lumos.examples_data import example_trace_path
 from lumos.graph.build import build_graph
 from lumos.ingest.kineto import read_kineto
 from lumos.replay import apply_edits
 from lumos.sim import simulate
 
-DATA = Path(__file__).parent.parent / "tests/data"
+# phenomenon names of tests/realdata.py (the replay traces of tests/graph/test_build_real.py)
 DEFAULT = [
-    example_trace_path(),
-    DATA / "alltoall_4streams/control.json.gz",
-    DATA / "v100_stream_wait_event/df_index_resolver.json.gz",
-    DATA / "sendrecv_5streams/sampled_rank-0.json.gz",
-    DATA / "sendrecv_5streams/sampled_rank-1.json.gz",
-    DATA / "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz",
-    DATA / "rccl_mi300/resnet_act_checkpoint.json.gz",
-    DATA / "cuda_event_sync/event_sync_trace.json.gz",
-    DATA / "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-    DATA / "step_on_idle_thread/triton_example.json.gz",
-    DATA / "backward_thread/backward_thread.json",
-    DATA / "gloo_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "nccl_a100",
+    "alltoall_4streams",
+    "v100_stream_wait_event",
+    "sendrecv_5streams_rank0",
+    "sendrecv_5streams_rank1",
+    "legacy_2021_v100",
+    "rccl_mi300",
+    "cuda_event_sync",
+    "hip_mi250",
+    "step_on_idle_thread",
+    "backward_thread",
+    "gloo_cpu_only",
 ]
 ABLATE = ("inter_stream", "sync", "launch", "inter_thread")
 
@@ -51,8 +54,13 @@ def step_times(graph) -> tuple[np.ndarray, np.ndarray]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("traces", nargs="*", type=Path, default=DEFAULT)
+    ap.add_argument("traces", nargs="*", type=Path)
+    ap.add_argument("--example", action="store_true", help="also replay the bundled example")
     args = ap.parse_args()
+    if not args.traces:
+        args.traces = [trace_or_exit(name) for name in DEFAULT]
+    if args.example:
+        args.traces.append(example_trace_path())
     header = f"{'trace':<44}{'steps':>6}{'mean|err|':>10}{'max|err|':>10}"
     header += "".join(f"{'-' + a:>14}" for a in ABLATE) + f"{'build t/s':>12}{'sim t/s':>12}"
     print(header)

@@ -1,18 +1,24 @@
-"""Shared fixtures: paths of the real traces in tests/data."""
+"""Shared fixtures: third-party traces in place (``tests/realdata.py``) and lumos's own test data."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from tests.realdata import realdata_root, skip_reason
 
+#: Test data lumos collected or wrote itself (each folder says how, in its PROVENANCE.md).
+#: Third-party traces are never copied here: they are read in place through tests/realdata.py.
 DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="session")
-def data_dir() -> Path:
-    """The tests/data directory (real third-party traces with provenance)."""
-    return DATA
+def realdata_dir() -> Path:
+    """The realdata folder (``LUMOS_REALDATA`` or ``../shared/realdata``); skips where absent."""
+    root = realdata_root()
+    if root is None:
+        pytest.skip(skip_reason())
+    return root
 
 
 def _hypothesis_profiles() -> None:

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 
 import pytest
-from chakra_testdata import CHAKRA0_GZ, CUSTOM, MICRO
+from chakra_testdata import astra_custom, astra_micro, realdata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.realdata import needs_realdata
 
 from lumos.chakra import NodeType, attr, read_chakra, write_chakra
 from lumos.chakra.builder import ChakraTraceBuilder
 from lumos.errors import ChakraFormatError, InputError, LumosError
 
-SMALL = (CUSTOM / "custom_allreduce.2.et").read_bytes()
+# real files, read in place when a test first needs them (tests/realdata.py)
+FUZZ_SOURCES = (astra_custom(2), astra_micro("all_reduce", 4, 0))
+
+
+@functools.cache
+def _real(rel: str) -> bytes:
+    return realdata(rel).read_bytes()
+
+
+def _small() -> bytes:
+    """A real 35-node Chakra ET (ASTRA-sim's custom all-reduce, rank 2)."""
+    return _real(FUZZ_SOURCES[0])
 
 
 def _write(tmp_path, data: bytes, name: str = "bad.et"):
@@ -24,13 +37,13 @@ def _write(tmp_path, data: bytes, name: str = "bad.et"):
 
 
 def test_truncated_file_names_file_and_record(tmp_path):
-    p = _write(tmp_path, SMALL[:-7])
+    p = _write(tmp_path, _small()[:-7])
     with pytest.raises(ChakraFormatError, match=r"bad\.et.*past the end of the file"):
         read_chakra(p)
 
 
 def test_length_prefix_past_eof(tmp_path):
-    p = _write(tmp_path, SMALL + b"\xff\x01abc")
+    p = _write(tmp_path, _small() + b"\xff\x01abc")
     with pytest.raises(ChakraFormatError, match="declares 255 bytes"):
         read_chakra(p)
 
@@ -46,8 +59,8 @@ def test_empty_file(tmp_path):
         read_chakra(_write(tmp_path, b""))
 
 
-def test_truncated_gzip(tmp_path):
-    data = CHAKRA0_GZ.read_bytes()
+def test_truncated_gzip(tmp_path, chakra0_gz):
+    data = chakra0_gz.read_bytes()
     p = _write(tmp_path, data[: len(data) // 2], "t.et.gz")
     with pytest.raises(InputError, match="truncated gzip"):
         read_chakra(p)
@@ -91,9 +104,7 @@ def test_unknown_fields_survive(tmp_path):
     assert (tmp_path / "o.et").read_bytes() == p.read_bytes()
 
 
-FUZZ_SOURCES = [SMALL, (MICRO / "all_reduce" / "4npus_1MB" / "all_reduce.0.et").read_bytes()]
-
-
+@needs_realdata
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -102,7 +113,7 @@ FUZZ_SOURCES = [SMALL, (MICRO / "all_reduce" / "4npus_1MB" / "all_reduce.0.et").
     data=st.data(),
 )
 def test_fuzzed_real_files_read_cleanly_or_raise_lumos_error(tmp_path, src, data):
-    raw = bytearray(src)
+    raw = bytearray(_real(src))
     for _ in range(data.draw(st.integers(1, 6))):
         op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
         pos = data.draw(st.integers(0, max(len(raw) - 1, 0)))

@@ -6,7 +6,7 @@ import gzip
 
 import numpy as np
 import pytest
-from chakra_testdata import CHAKRA0_GZ, CUSTOM, MICRO
+from chakra_testdata import astra_custom, astra_micro, astra_micro_files, realdata
 
 from lumos.chakra import (
     MISSING,
@@ -20,11 +20,12 @@ from lumos.chakra import (
 )
 from lumos.chakra.builder import ChakraTraceBuilder
 
-REAL_FILES = sorted(MICRO.rglob("*.et")) + sorted(CUSTOM.glob("*.et"))
+# realdata paths of every ASTRA-sim file (resolved in the test: skips where the folder is absent)
+REAL_FILES = astra_micro_files() + [astra_custom(r) for r in range(8)]
 
 
-def test_chakra0_counts():
-    t = read_chakra(CHAKRA0_GZ)
+def test_chakra0_counts(chakra0_gz):
+    t = read_chakra(chakra0_gz)
     assert isinstance(t, ChakraTrace)
     assert t.num_nodes == 3664
     counts = np.bincount(t.node_type, minlength=8)
@@ -45,8 +46,8 @@ def test_chakra0_counts():
     assert t.comm.ill_typed == ()
 
 
-def test_chakra0_node_view():
-    t = read_chakra(CHAKRA0_GZ)
+def test_chakra0_node_view(chakra0_plain):
+    t = read_chakra(chakra0_plain)
     n = t.node(0)
     assert (n.id, n.name, n.type) == (216, "aten::flatten_dense_tensors(0)", NodeType.COMP_NODE)
     assert n.ctrl_deps == (3,) and n.duration_micros == 318
@@ -60,8 +61,9 @@ def test_chakra0_plain_round_trip_is_byte_exact(chakra0_plain, tmp_path):
     assert out.read_bytes() == chakra0_plain.read_bytes()
 
 
-@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_astra_sim_files_round_trip_byte_exact(path, tmp_path):
+@pytest.mark.parametrize("rel", REAL_FILES, ids=lambda p: "/".join(p.split("/")[-2:]))
+def test_astra_sim_files_round_trip_byte_exact(rel, tmp_path):
+    path = realdata(rel)
     out = tmp_path / path.name
     write_chakra(read_chakra(path), out)
     assert out.read_bytes() == path.read_bytes()
@@ -74,7 +76,7 @@ def test_gzip_write_reads_back(tmp_path, chakra0_plain):
 
 
 def test_workload_from_dir_and_prefix():
-    d = MICRO / "all_reduce" / "8npus_1MB"
+    d = realdata(astra_micro("all_reduce", 8))
     w = read_chakra(d)
     assert isinstance(w, ChakraWorkload)
     assert w.ranks == list(range(8))
@@ -85,16 +87,17 @@ def test_workload_from_dir_and_prefix():
 
 
 def test_workload_write(tmp_path):
-    w = read_chakra(CUSTOM)
+    custom = realdata(astra_custom())
+    w = read_chakra(custom)
     assert isinstance(w, ChakraWorkload)
     files = write_chakra(w, tmp_path / "custom_allreduce")
     assert [f.name for f in files] == [f"custom_allreduce.{r}.et" for r in range(8)]
     for f in files:
-        assert f.read_bytes() == (CUSTOM / f.name).read_bytes()
+        assert f.read_bytes() == (custom / f.name).read_bytes()
 
 
 def test_custom_collectives_comm_columns():
-    t = read_chakra(CUSTOM / "custom_allreduce.1.et")
+    t = read_chakra(realdata(astra_custom(1)))
     assert isinstance(t, ChakraTrace)
     counts = np.bincount(t.node_type, minlength=8)
     assert (counts[4], counts[5], counts[6]) == (7, 14, 14)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from chakra_testdata import CUSTOM
+from chakra_testdata import astra_custom, realdata
 
 from lumos.chakra import NodeType, attr, read_chakra, write_chakra
 from lumos.chakra._pb import message_classes
@@ -75,9 +75,10 @@ def test_runtime_descriptor_decodes_our_file_field_by_field(tmp_path):
 
 
 def test_runtime_descriptor_agrees_on_real_file():
-    t = read_chakra(CUSTOM / "custom_allreduce.5.et")
+    path = realdata(astra_custom(5))
+    t = read_chakra(path)
     cls = message_classes()
-    recs = _records((CUSTOM / "custom_allreduce.5.et").read_bytes())
+    recs = _records(path.read_bytes())
     for i, rec in enumerate(recs[1:]):
         _check_node(cls["Node"].FromString(rec), t, i)
 

@@ -7,7 +7,7 @@ import xml.dom.minidom
 
 import numpy as np
 import pytest
-from chakra_testdata import CHAKRA0_GZ, CUSTOM, MICRO
+from chakra_testdata import astra_custom, astra_micro, realdata
 
 from lumos.chakra import NodeType, attr, read_chakra, write_chakra
 from lumos.chakra.builder import ChakraTraceBuilder
@@ -52,8 +52,8 @@ def test_fix_drops_dangling_and_self_deps():
     assert fixed.data_deps_of(1).tolist() == [1]
 
 
-def test_chakra0_validate_reports_upstream_bugs():
-    r = validate_trace(read_chakra(CHAKRA0_GZ))
+def test_chakra0_validate_reports_upstream_bugs(chakra0_gz):
+    r = validate_trace(read_chakra(chakra0_gz))
     c = r.counts()
     assert c["dangling_ctrl_dep"] == 1277 and c["self_dep"] == 383 and c["cycle"] == 1
     assert c["cpu_collective_without_comm_type"] == 14
@@ -81,7 +81,7 @@ def test_stats_and_critical_path():
 
 
 def test_exports_are_valid(tmp_path):
-    t = read_chakra(CUSTOM / "custom_allreduce.0.et")
+    t = read_chakra(realdata(astra_custom(0)))
     with open(tmp_path / "a.json", "w") as f:
         write_json(t, f)
     doc = json.loads((tmp_path / "a.json").read_text())
@@ -143,7 +143,7 @@ def test_feeder_manual_protocol():
 def test_generate_is_byte_identical_to_astra_sim_examples(tmp_path, coll, n):
     files = write_chakra(microbenchmark(coll, n, "1MB"), tmp_path / coll)
     for f in files:
-        assert f.read_bytes() == (MICRO / coll / f"{n}npus_1MB" / f.name).read_bytes()
+        assert f.read_bytes() == (realdata(astra_micro(coll, n)) / f.name).read_bytes()
 
 
 def test_generate_bad_args():
@@ -183,12 +183,13 @@ def test_text2et_bad_input():
         text_to_chakra("PIPELINE\n0\n", 1)
 
 
-def test_cli_tools(tmp_path, capsys):
-    assert main(["chakra", "validate", str(CUSTOM)]) == 0
-    assert main(["chakra", "validate", str(CHAKRA0_GZ), "--fix", str(tmp_path / "f.et")]) == 1
+def test_cli_tools(tmp_path, capsys, chakra0_gz):
+    custom = realdata(astra_custom())
+    assert main(["chakra", "validate", str(custom)]) == 0
+    assert main(["chakra", "validate", str(chakra0_gz), "--fix", str(tmp_path / "f.et")]) == 1
     out = capsys.readouterr().out
     assert "dangling_ctrl_dep: 1277" in out and "dropped 1277 dangling ctrl_deps" in out
-    assert main(["chakra", "stats", "--json", str(CUSTOM / "custom_allreduce.3.et")]) == 0
+    assert main(["chakra", "stats", "--json", str(custom / "custom_allreduce.3.et")]) == 0
     assert json.loads(capsys.readouterr().out)["nodes"] == 35
     assert (
         main(
@@ -208,7 +209,7 @@ def test_cli_tools(tmp_path, capsys):
             [
                 "chakra",
                 "visualize",
-                str(CUSTOM / "custom_allreduce.3.et"),
+                str(custom / "custom_allreduce.3.et"),
                 "-o",
                 str(tmp_path / "g.dot"),
             ]
@@ -249,15 +250,15 @@ def test_cli_tools(tmp_path, capsys):
         == 0
     )
     assert (tmp_path / "all_reduce_4npus_1MB" / "all_reduce.3.et").read_bytes() == (
-        MICRO / "all_reduce" / "4npus_1MB" / "all_reduce.3.et"
+        realdata(astra_micro("all_reduce", 4, 3))
     ).read_bytes()
     capsys.readouterr()
     assert main(["chakra", "stats", str(tmp_path / "missing.et")]) == 1
     assert "no such file" in capsys.readouterr().err
 
 
-def test_read_fixed_file_keeps_attributes(tmp_path):
-    t = read_chakra(CHAKRA0_GZ)
+def test_read_fixed_file_keeps_attributes(tmp_path, chakra0_gz):
+    t = read_chakra(chakra0_gz)
     fixed, _ = fix_trace(t)
     write_chakra(fixed, tmp_path / "f.et")
     back = read_chakra(tmp_path / "f.et")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from chakra_testdata import CHAKRA0_GZ, CUSTOM, DATA, MICRO
+from chakra_testdata import astra_custom, realdata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.property.strategies import exec_graphs
+from tests.realdata import ASTRA_MICRO, trace
 
 from lumos.chakra import NodeType, read_chakra, write_chakra
 from lumos.chakra.attrs import encode_attr
@@ -20,7 +21,6 @@ from lumos.chakra.mapping import (
     workload_from_chakra,
 )
 from lumos.chakra.validate import validate_trace
-from lumos.examples_data import example_trace_path
 from lumos.graph.build import build_graph
 from lumos.graph.model import (
     AnnotationKind,
@@ -34,12 +34,7 @@ from lumos.graph.model import (
 from lumos.ingest.kineto import read_kineto
 from lumos.sim import simulate
 
-REAL = [
-    "cuda_event_sync/event_sync_trace.json.gz",
-    "sendrecv_5streams/sampled_rank-1.json.gz",
-    "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-    "backward_thread/backward_thread.json",
-]
+REAL = ["cuda_event_sync", "sendrecv_5streams_rank1", "hip_mi250", "backward_thread"]
 
 
 def _roundtrip(g: ExecGraph, tmp_path) -> ExecGraph:
@@ -50,7 +45,8 @@ def _roundtrip(g: ExecGraph, tmp_path) -> ExecGraph:
 
 @pytest.fixture(scope="module")
 def nccl_graph() -> ExecGraph:
-    return build_graph(read_kineto(example_trace_path()))
+    """The 2-rank NCCL A100 trace (rank 0): 21 collectives, syncs, process groups."""
+    return build_graph(read_kineto(trace("nccl_a100")))
 
 
 def test_example_trace_round_trips_exactly(nccl_graph, tmp_path):
@@ -64,7 +60,7 @@ def test_example_trace_round_trips_exactly(nccl_graph, tmp_path):
 
 @pytest.mark.parametrize("name", REAL)
 def test_real_traces_round_trip_exactly(name, tmp_path):
-    g = build_graph(read_kineto(DATA / name))
+    g = build_graph(read_kineto(trace(name)))
     assert graph_differences(g, _roundtrip(g, tmp_path)) == []
 
 
@@ -191,8 +187,8 @@ def test_random_graphs_round_trip_exactly(g):
 # ---- foreign files --------------------------------------------------------------------------
 
 
-def test_upstream_converted_et_becomes_a_replayable_graph():
-    t = read_chakra(CHAKRA0_GZ)
+def test_upstream_converted_et_becomes_a_replayable_graph(chakra0_gz):
+    t = read_chakra(chakra0_gz)
     g = from_chakra(t)
     g.validate()
     assert g.num_tasks == 3664
@@ -210,7 +206,7 @@ def test_upstream_converted_et_becomes_a_replayable_graph():
 
 @pytest.mark.parametrize("folder", ["all_reduce", "all_to_all"])
 def test_astra_sim_microbenchmark_workload_replays(folder):
-    found = sorted((MICRO / folder).rglob("*.0.et"))
+    found = sorted(realdata(f"{ASTRA_MICRO}/{folder}").rglob("*.0.et"))
     assert found
     prefix = str(found[0])[: -len(".0.et")]
     w = workload_from_chakra(read_chakra(prefix))
@@ -223,7 +219,7 @@ def test_astra_sim_microbenchmark_workload_replays(folder):
 
 
 def test_custom_collectives_read(tmp_path):
-    w = workload_from_chakra(read_chakra(CUSTOM / "custom_allreduce"))
+    w = workload_from_chakra(read_chakra(realdata(astra_custom()) / "custom_allreduce"))
     assert w.ranks == tuple(range(8))
 
 

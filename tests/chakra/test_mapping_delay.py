@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from chakra_testdata import DATA
+from tests.realdata import trace
 
 from lumos.chakra import NodeType, read_chakra, write_chakra
 from lumos.chakra.deps import resolve_deps, topological_order
@@ -15,8 +15,7 @@ from lumos.graph.build import build_graph
 from lumos.ingest.kineto import read_kineto
 from lumos.sim import simulate
 
-SMALL = ["cuda_event_sync/event_sync_trace.json.gz",
-         "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz"]  # fmt: skip
+SMALL = ["cuda_event_sync", "hip_mi250"]  # phenomenon names of tests/realdata.py
 
 
 def deps_only_span_us(trace) -> int:
@@ -33,7 +32,7 @@ def deps_only_span_us(trace) -> int:
 
 @pytest.mark.parametrize("name", SMALL)
 def test_delay_nodes_round_trip_exactly_and_reproduce_the_replay(name, tmp_path):
-    g = build_graph(read_kineto(DATA / name))
+    g = build_graph(read_kineto(trace(name)))
     plain, delayed = to_chakra(g), to_chakra(g, delay_nodes=True)
     assert validate_trace(delayed).ok
     path = tmp_path / "d.0.et"
@@ -47,7 +46,7 @@ def test_delay_nodes_round_trip_exactly_and_reproduce_the_replay(name, tmp_path)
 
 
 def test_delay_node_fields(tmp_path):
-    g = build_graph(read_kineto(DATA / SMALL[0]))
+    g = build_graph(read_kineto(trace(SMALL[0])))
     t = to_chakra(g, delay_nodes=True)
     is_delay = delay_rows(t)
     n_extra = t.num_nodes - to_chakra(g).num_nodes
@@ -69,6 +68,6 @@ def test_delay_node_fields(tmp_path):
 
 
 def test_default_writes_no_delay_nodes():
-    g = build_graph(read_kineto(DATA / SMALL[1]))
+    g = build_graph(read_kineto(trace(SMALL[1])))
     t = to_chakra(g)
     assert not delay_rows(t).any() and DELAY_ATTR not in t.attr_names

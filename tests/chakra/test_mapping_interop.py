@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from chakra_testdata import DATA
+from tests.realdata import SIMPLE_ADD_DIR, TRACES, realdata
 
 from lumos.chakra import read_chakra
 from lumos.convert import convert
@@ -16,9 +16,11 @@ pytest.importorskip(
 from test_chakra_interop import _upstream_read
 
 
-@pytest.mark.parametrize("source", ["link_simple_add", "cuda_event_sync/event_sync_trace.json.gz"])
+@pytest.mark.parametrize(
+    "source", [SIMPLE_ADD_DIR, TRACES["cuda_event_sync"]], ids=["simple_add", "cuda_event_sync"]
+)
 def test_upstream_reader_loads_converted_files(source, tmp_path):
-    convert([DATA / source], tmp_path / "c", workers=1)
+    convert([realdata(source)], tmp_path / "c", workers=1)
     (path,) = tmp_path.glob("c.*.et")
     ours = read_chakra(path)
     meta, nodes = _upstream_read(path)

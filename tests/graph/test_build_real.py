@@ -9,25 +9,26 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tests.conftest import DATA
+from tests.realdata import trace
 
-from lumos.examples_data import example_trace_path
 from lumos.graph.build import build_graph
 from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind, WaitKind
 from lumos.ingest.kineto import read_kineto
 from lumos.sim import simulate
 
+# phenomenon names of tests/realdata.py
 REPLAY_TRACES = [
-    "alltoall_4streams/control.json.gz",
-    "v100_stream_wait_event/df_index_resolver.json.gz",
-    "sendrecv_5streams/sampled_rank-0.json.gz",
-    "sendrecv_5streams/sampled_rank-1.json.gz",
-    "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz",
-    "rccl_mi300/resnet_act_checkpoint.json.gz",
-    "cuda_event_sync/event_sync_trace.json.gz",
-    "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-    "step_on_idle_thread/triton_example.json.gz",
-    "backward_thread/backward_thread.json",
-    "gloo_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "alltoall_4streams",
+    "v100_stream_wait_event",
+    "sendrecv_5streams_rank0",
+    "sendrecv_5streams_rank1",
+    "legacy_2021_v100",
+    "rccl_mi300",
+    "cuda_event_sync",
+    "hip_mi250",
+    "step_on_idle_thread",
+    "backward_thread",
+    "gloo_cpu_only",
 ]
 
 
@@ -40,12 +41,13 @@ def step_errors(g: ExecGraph) -> list[float]:
 
 @pytest.fixture(scope="module")
 def nccl_graph() -> ExecGraph:
-    return build_graph(read_kineto(example_trace_path()))
+    """The 2-rank NCCL A100 trace (rank 0): every GPU dependency kind, 21 collectives."""
+    return build_graph(read_kineto(trace("nccl_a100")))
 
 
 @pytest.mark.parametrize("name", REPLAY_TRACES)
 def test_replay_matches_measured_steps(name):
-    g = build_graph(read_kineto(DATA / name))
+    g = build_graph(read_kineto(trace(name)))
     g.validate()
     errs = step_errors(g)
     assert errs, "trace has ProfilerSteps"
@@ -79,7 +81,7 @@ def _blocking_stream_wait(g: ExecGraph, r) -> tuple[int, int]:
 
 
 def test_doubling_a_waited_kernel_delays_the_cpu_by_the_added_time():
-    g = build_graph(read_kineto(DATA / "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz"))
+    g = build_graph(read_kineto(trace("legacy_2021_v100")))
     r = simulate(g)
     sync, kernel = _blocking_stream_wait(g, r)
     added = int(g.tasks.dur_ns[kernel])
@@ -167,7 +169,7 @@ def test_eight_ranks_replay_together_with_matched_collectives():
     """The 8-rank DLRM run (one shared clock): collectives rendezvous across ranks."""
     from lumos.replay import build_workload, replay
 
-    w, _ = build_workload([DATA / "link_dlrm_8rank/dlrm_kineto.tar.gz"], workers=1)
+    w, _ = build_workload([trace("dlrm_kineto_8rank")], workers=1)
     assert w.ranks == tuple(range(8))
     groups = w.collective_groups()
     # 3 all-reduces + 5 all-to-alls per rank, each matched across all 8 ranks

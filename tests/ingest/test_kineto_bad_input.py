@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.conftest import DATA
+from tests.realdata import needs_realdata, trace
 
 from lumos.cli.main import main
 from lumos.errors import LumosError, TraceFormatError
 from lumos.ingest.kineto import read_kineto, trace_from_bytes
 
-SMALL = DATA / "cuda_event_sync/event_sync_trace.json.gz"
+SMALL = "cuda_event_sync"  # a small real A100 trace (tests/realdata.py), read in place
+
+
+@functools.cache
+def _real() -> bytes:
+    """The small trace's JSON, loaded once, when a test first needs it."""
+    return gzip.decompress(trace(SMALL).read_bytes())
 
 
 def _cli_error(capsys, *argv: str) -> str:
@@ -27,7 +34,7 @@ def _cli_error(capsys, *argv: str) -> str:
 
 def test_truncated_gzip(tmp_path, capsys):
     p = tmp_path / "t.json.gz"
-    p.write_bytes(SMALL.read_bytes()[:-100])
+    p.write_bytes(trace(SMALL).read_bytes()[:-100])
     assert "truncated gzip" in _cli_error(capsys, str(p))
     with pytest.raises(LumosError, match=str(p)):
         read_kineto(p)
@@ -71,7 +78,7 @@ def test_trace_without_duration_events(tmp_path):
 
 
 def test_odd_types_degrade_with_counted_warnings(tmp_path):
-    doc = json.loads(gzip.decompress(SMALL.read_bytes()))
+    doc = json.loads(_real())
     doc["traceEvents"][5]["args"] = ["not", "an", "object"]
     doc["traceEvents"][6]["ts"] = "soon"
     t = trace_from_bytes(json.dumps(doc).encode(), "odd.json")
@@ -86,17 +93,15 @@ def test_verbose_shows_traceback(tmp_path, capsys):
     assert "Traceback" in capsys.readouterr().err
 
 
-_REAL = gzip.decompress(SMALL.read_bytes())
-
-
+@needs_realdata
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    cut=st.integers(min_value=0, max_value=len(_REAL)),
-    pos=st.integers(min_value=0, max_value=len(_REAL) - 1),
-    byte=st.integers(min_value=0, max_value=255),
-)
-def test_mangled_real_trace_never_crashes(cut, pos, byte):
-    mangled = bytearray(_REAL[:cut] if cut % 3 == 0 else _REAL)
+@given(data=st.data())
+def test_mangled_real_trace_never_crashes(data):
+    real = _real()
+    cut = data.draw(st.integers(min_value=0, max_value=len(real)), label="cut")
+    pos = data.draw(st.integers(min_value=0, max_value=len(real) - 1), label="pos")
+    byte = data.draw(st.integers(min_value=0, max_value=255), label="byte")
+    mangled = bytearray(real[:cut] if cut % 3 == 0 else real)
     if mangled:
         mangled[pos % len(mangled)] = byte
     with contextlib.suppress(LumosError):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.conftest import DATA
+from tests.realdata import trace
 
-from lumos.examples_data import example_trace_path
 from lumos.ingest.kineto import read_kineto
 from lumos.ingest.kineto_schema import Category
 from lumos.ingest.summary import summarize_kineto
@@ -14,7 +13,8 @@ from lumos.ingest.summary import summarize_kineto
 
 @pytest.fixture(scope="module")
 def nccl():
-    return read_kineto(example_trace_path())
+    """The 2-rank NCCL A100 trace (rank 0) with collective metadata, read in place."""
+    return read_kineto(trace("nccl_a100"))
 
 
 def test_nccl_profiler_steps_match_readme(nccl):
@@ -65,7 +65,7 @@ def test_fwdbwd_flows_bind_both_ends(nccl):
 
 
 def test_gloo_dialect_sizes_from_input_dims():
-    t = read_kineto(DATA / "gloo_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    t = read_kineto(trace("gloo_cpu_only"))
     c = t.collectives
     assert c.counts_by_kind() == {"all_reduce": 10}
     assert set(c.dialect) == {"gloo"}
@@ -75,7 +75,7 @@ def test_gloo_dialect_sizes_from_input_dims():
 
 
 def test_legacy_2021_categories_and_string_tids():
-    t = read_kineto(DATA / "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz")
+    t = read_kineto(trace("legacy_2021_v100"))
     assert len(t.steps) == 6
     counts = {
         Category(c).name: int(n)
@@ -90,7 +90,7 @@ def test_legacy_2021_categories_and_string_tids():
 
 
 def test_hip_trace_reads_hex_stream_args():
-    t = read_kineto(DATA / "hip_mi250/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    t = read_kineto(trace("hip_mi250"))
     assert t.diagnostics == {}
     rt = t.events.cat == int(Category.RUNTIME)
     assert (t.events.stream[rt] == 0).any()
@@ -98,14 +98,14 @@ def test_hip_trace_reads_hex_stream_args():
 
 
 def test_cuda_sync_events_are_collected():
-    t = read_kineto(DATA / "cuda_event_sync_multi_stream/event_sync_trace.json.gz")
+    t = read_kineto(trace("cuda_event_sync_multi_stream"))
     assert len(t.sync_events) == 5
     swe = t.sync_events.kind == 3
     assert (t.sync_events.record_correlation_id[swe] >= 0).all()
 
 
 def test_dlrm_ranks_share_one_clock():
-    tar = DATA / "link_dlrm_8rank/dlrm_kineto.tar.gz"
+    tar = trace("dlrm_kineto_8rank")
     import tarfile
 
     with tarfile.open(tar) as tf:
@@ -121,7 +121,7 @@ def test_dlrm_ranks_share_one_clock():
 
 
 def test_rccl_generic_kernels_take_kind_from_metadata():
-    t = read_kineto(DATA / "rccl_mi300/resnet_act_checkpoint.json.gz")
+    t = read_kineto(trace("rccl_mi300"))
     assert len(t.steps) == 3
     assert t.collectives.counts_by_kind() == {"all_reduce": 6, "broadcast": 6}
     assert set(t.collectives.dtype) >= {"BFloat16"}

@@ -10,22 +10,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.realdata import trace
 
 from lumos import HostTrace, read_pytorch_et
 from lumos.errors import TraceFormatError
 from lumos.ingest.et_summary import summarize_et
 
-DATA = Path(__file__).parent.parent / "data"
-VERSIONS = DATA / "et_schema_versions"
-SIMPLE_ADD = VERSIONS / "benchmark_simple_add_et.json.gz"
-CHAKRA_102 = VERSIONS / "1.0.2-chakra.0.0.4.json"
-RESNET_110 = VERSIONS / "resnet_2gpu_et.json.gz"
-PT2_111 = VERSIONS / "pt2_et.json"
-DLRM_ET = DATA / "link_dlrm_8rank" / "dlrm_pytorch_et.tar.gz"
+# phenomenon names of tests/realdata.py: real ETs in four schema versions, read in place
+SIMPLE_ADD = "simple_add_et"  # 1.0.1
+CHAKRA_102 = "et_1.0.2"
+RESNET_110 = "et_1.1.0"
+PT2_111 = "et_1.1.1"
+DLRM_ET = "dlrm_et_8rank"
 
 
 @pytest.mark.parametrize(
-    ("path", "schema", "num_nodes"),
+    ("name", "schema", "num_nodes"),
     [
         (SIMPLE_ADD, "1.0.1", 38),
         (CHAKRA_102, "1.0.2-chakra.0.0.4", 263),
@@ -33,8 +33,8 @@ DLRM_ET = DATA / "link_dlrm_8rank" / "dlrm_pytorch_et.tar.gz"
         (PT2_111, "1.1.1-chakra.0.0.4", 20),
     ],
 )
-def test_every_schema_version_loads(path: Path, schema: str, num_nodes: int) -> None:
-    t = read_pytorch_et(path)
+def test_every_schema_version_loads(name: str, schema: str, num_nodes: int) -> None:
+    t = read_pytorch_et(trace(name))
     assert isinstance(t, HostTrace)
     assert (t.schema, t.num_nodes) == (schema, num_nodes)
     assert np.all(np.diff(t.node_id) > 0)
@@ -50,7 +50,7 @@ def test_every_schema_version_loads(path: Path, schema: str, num_nodes: int) -> 
 
 
 def test_simple_add_columns_and_io() -> None:
-    t = read_pytorch_et(SIMPLE_ADD)
+    t = read_pytorch_et(trace(SIMPLE_ADD))
     assert (t.pid, t.time) == (563677, "2023-07-14 11:53:07")
     assert (t.start_ts_ns, t.finish_ts_ns) == (6278907328000, 6278928026000)
     i = t.index_of(13)
@@ -67,7 +67,7 @@ def test_simple_add_columns_and_io() -> None:
 
 
 def test_newer_layout_io_and_extra_attrs() -> None:
-    t = read_pytorch_et(PT2_111)
+    t = read_pytorch_et(trace(PT2_111))
     i = t.index_of(16)
     assert t.name(i) == "triton_poi_fused_add_cos_neg_sin_0"
     ins = t.inputs(i)
@@ -79,7 +79,7 @@ def test_newer_layout_io_and_extra_attrs() -> None:
 
 
 def test_comm_table_from_attrs_110() -> None:
-    t = read_pytorch_et(RESNET_110)
+    t = read_pytorch_et(trace(RESNET_110))
     c = t.comm
     names = [c.collective(r) for r in range(len(c))]
     assert names.count("allreduce") == 15
@@ -92,7 +92,7 @@ def test_comm_table_from_attrs_110() -> None:
 
 
 def test_comm_table_positional_101() -> None:
-    t = read_pytorch_et(DLRM_ET, member="dlrm_pytorch_et/dlrm_eg_2.json")
+    t = read_pytorch_et(trace(DLRM_ET), member="dlrm_pytorch_et/dlrm_eg_2.json")
     c = t.comm
     names = [c.collective(r) for r in range(len(c))]
     assert sorted(set(names)) == ["all_to_all", "all_to_allv", "allreduce", "wait"]
@@ -107,7 +107,7 @@ def test_comm_table_positional_101() -> None:
 
 
 def test_comm_table_102_all_gather() -> None:
-    c = read_pytorch_et(CHAKRA_102).comm
+    c = read_pytorch_et(trace(CHAKRA_102)).comm
     names = [c.collective(r) for r in range(len(c))]
     assert names.count("all_gather") == 10
     r = names.index("all_gather")
@@ -115,11 +115,12 @@ def test_comm_table_102_all_gather() -> None:
 
 
 def test_dlrm_all_ranks_load_from_tar_members() -> None:
-    with tarfile.open(DLRM_ET) as tar:
+    archive = trace(DLRM_ET)
+    with tarfile.open(archive) as tar:
         members = sorted(m.name for m in tar.getmembers() if m.name.endswith(".json"))
     assert len(members) == 8
     for m in members:
-        t = read_pytorch_et(DLRM_ET, member=m)
+        t = read_pytorch_et(archive, member=m)
         assert t.path.endswith(m)
         assert t.schema == "1.0.1"
         assert 1670 <= t.num_nodes <= 1680
@@ -127,11 +128,11 @@ def test_dlrm_all_ranks_load_from_tar_members() -> None:
 
 def test_tar_with_several_members_needs_a_name() -> None:
     with pytest.raises(TraceFormatError, match="8 JSON members"):
-        read_pytorch_et(DLRM_ET)
+        read_pytorch_et(trace(DLRM_ET))
 
 
 def test_tar_with_one_member_is_picked(tmp_path: Path) -> None:
-    payload = gzip.decompress(SIMPLE_ADD.read_bytes())
+    payload = gzip.decompress(trace(SIMPLE_ADD).read_bytes())
     out = tmp_path / "one.tar.gz"
     with tarfile.open(out, "w:gz") as tar:
         info = tarfile.TarInfo("dir/et.json")
@@ -143,7 +144,7 @@ def test_tar_with_one_member_is_picked(tmp_path: Path) -> None:
 
 
 def test_summary_resnet_110() -> None:
-    s = summarize_et(read_pytorch_et(RESNET_110))
+    s = summarize_et(read_pytorch_et(trace(RESNET_110)))
     assert s["kind"] == "pytorch_et"
     assert s["schema"] == "1.1.0-chakra.0.0.4"
     assert s["num_nodes"] == 14392

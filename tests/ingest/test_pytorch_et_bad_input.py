@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from pathlib import Path
@@ -9,13 +10,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.realdata import needs_realdata, trace
 
 from lumos import read_pytorch_et
 from lumos.errors import InputError, LumosError, TraceFormatError
 
-DATA = Path(__file__).parent.parent / "data" / "et_schema_versions"
-SIMPLE_ADD = DATA / "benchmark_simple_add_et.json.gz"
-PT2 = DATA / "pt2_et.json"
+# real ETs (tests/realdata.py), read in place: schema 1.0.1 and 1.1.1
+SIMPLE_ADD = "simple_add_et"
+PT2 = "et_1.1.1"
 
 
 def _et(nodes: list[dict]) -> bytes:
@@ -54,7 +56,7 @@ def test_bad_input_names_file_and_problem(tmp_path: Path, data: bytes, problem: 
 
 
 def test_truncated_gzip(tmp_path: Path) -> None:
-    raw = SIMPLE_ADD.read_bytes()
+    raw = trace(SIMPLE_ADD).read_bytes()
     p = _write(tmp_path, raw[: len(raw) // 2], "et.json.gz")
     with pytest.raises(InputError, match="truncated gzip"):
         read_pytorch_et(p)
@@ -80,15 +82,20 @@ def test_malformed_inputs_are_refused_on_decode(tmp_path: Path) -> None:
         t.inputs(0)
 
 
-_PLAIN = gzip.decompress(SIMPLE_ADD.read_bytes())  # schema 1.0.1 layout
-_NEWER = PT2.read_bytes()  # 1.1.1 layout: ctrl_deps, attrs, inputs object
+@functools.cache
+def _original(which: str) -> bytes:
+    """A real ET's bytes: ``plain`` is the 1.0.1 layout, ``newer`` 1.1.1 (ctrl_deps, attrs, inputs)."""
+    if which == "plain":
+        return gzip.decompress(trace(SIMPLE_ADD).read_bytes())
+    return trace(PT2).read_bytes()
 
 
+@needs_realdata
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    st.sampled_from([_PLAIN, _NEWER]),
+    st.sampled_from(["plain", "newer"]),
     st.lists(
         st.tuples(st.integers(0, 1 << 20), st.binary(min_size=0, max_size=4)),
         min_size=1,
@@ -97,8 +104,9 @@ _NEWER = PT2.read_bytes()  # 1.1.1 layout: ctrl_deps, attrs, inputs object
     st.floats(0.0, 1.0),
 )
 def test_mangled_real_et_only_lumos_errors(
-    tmp_path: Path, original: bytes, edits: list[tuple[int, bytes]], keep: float
+    tmp_path: Path, which: str, edits: list[tuple[int, bytes]], keep: float
 ) -> None:
+    original = _original(which)
     data = bytearray(original[: max(int(len(original) * keep), 1)])
     for pos, repl in edits:
         pos %= len(data)

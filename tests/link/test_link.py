@@ -7,23 +7,16 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+from tests.realdata import trace
 
 from lumos.ingest.kineto import read_kineto
 from lumos.ingest.kineto_schema import Category
 from lumos.ingest.pytorch_et import read_pytorch_et
 from lumos.link import METHOD_NAMES, attach_host_device, format_reports, link
 
-DATA = Path(__file__).parent.parent / "data"
-SIMPLE = DATA / "link_simple_add"
-DLRM = DATA / "link_dlrm_8rank"
-LINEAR = DATA / "link_param_linear"
-
 
 def _simple_add():
-    return link(
-        read_pytorch_et(SIMPLE / "benchmark_simple_add_et.json.gz"),
-        read_kineto(SIMPLE / "benchmark_simple_add_trace.json.gz"),
-    )
+    return link(read_pytorch_et(trace("simple_add_et")), read_kineto(trace("simple_add_kineto")))
 
 
 def test_simple_add_links_36_of_36_by_external_id() -> None:
@@ -59,7 +52,7 @@ def test_simple_add_gpu_kernels_attach_to_launch_and_op() -> None:
 
 
 def _dlrm_pairs() -> list[tuple[str, str]]:
-    with tarfile.open(DLRM / "dlrm_kineto.tar.gz") as tar:
+    with tarfile.open(trace("dlrm_kineto_8rank")) as tar:
         kin = sorted(m.name for m in tar.getmembers() if m.name.endswith(".json"))
     pairs = []
     for r in range(8):
@@ -72,8 +65,8 @@ def test_dlrm_8_ranks_link_at_least_95_percent_by_sequence() -> None:
     reports = []
     for et_member, k_member in _dlrm_pairs():
         lt = link(
-            read_pytorch_et(DLRM / "dlrm_pytorch_et.tar.gz", member=et_member),
-            read_kineto(DLRM / "dlrm_kineto.tar.gz", member=k_member),
+            read_pytorch_et(trace("dlrm_et_8rank"), member=et_member),
+            read_kineto(trace("dlrm_kineto_8rank"), member=k_member),
         )
         r = lt.report
         reports.append(r)
@@ -96,8 +89,8 @@ def test_dlrm_8_ranks_link_at_least_95_percent_by_sequence() -> None:
 
 def test_param_linear_one_iteration_of_many() -> None:
     lt = link(
-        read_pytorch_et(LINEAR / "linear_et.json.gz"),
-        read_kineto(LINEAR / "linear_kineto.json.gz"),
+        read_pytorch_et(trace("linear_et")),
+        read_kineto(trace("linear_kineto")),
     )
     r = lt.report
     assert r.num_et_ops == 928

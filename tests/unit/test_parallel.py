@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from tests.conftest import DATA
+from tests.realdata import trace
 
 from lumos.errors import MissingDependencyError
 from lumos.parallel import map_ranks
 from lumos.replay import build_workload
 
-TRACES = [
-    DATA / "sendrecv_5streams/sampled_rank-0.json.gz",
-    DATA / "sendrecv_5streams/sampled_rank-1.json.gz",
-]
+
+@pytest.fixture(scope="module")
+def traces():
+    """Two ranks of one NCCL job, read in place (skips without the realdata folder)."""
+    return [trace("sendrecv_5streams_rank0"), trace("sendrecv_5streams_rank1")]
 
 
 def _square(x: int) -> int:
@@ -25,21 +26,21 @@ def test_order_is_kept_with_processes():
     assert sorted(done) == [0, 1, 2]
 
 
-def test_graphs_built_in_processes_equal_in_process():
-    a, _ = build_workload(TRACES, workers=1)
-    b, _ = build_workload(TRACES, workers=2)
+def test_graphs_built_in_processes_equal_in_process(traces):
+    a, _ = build_workload(traces, workers=1)
+    b, _ = build_workload(traces, workers=2)
     assert a.ranks == b.ranks == (0, 1)
     for ga, gb in zip(a.graphs, b.graphs, strict=True):
         assert ga.tasks == gb.tasks and ga.edges == gb.edges
 
 
-def test_dask_cluster(tmp_path):
+def test_dask_cluster(tmp_path, traces):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
     ) as cluster:
-        a, _ = build_workload(TRACES, dask_address=cluster.scheduler_address)
-    b, _ = build_workload(TRACES, workers=1)
+        a, _ = build_workload(traces, dask_address=cluster.scheduler_address)
+    b, _ = build_workload(traces, workers=1)
     for ga, gb in zip(a.graphs, b.graphs, strict=True):
         assert ga.tasks == gb.tasks
 

@@ -6,18 +6,18 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.conftest import DATA
+from tests.realdata import TRACES, realdata
 
 from lumos.cli.main import main
 
-SMALL = DATA / "cuda_event_sync/event_sync_trace.json.gz"
+SMALL = TRACES["cuda_event_sync"]  # realdata paths, resolved in the test (skips where absent)
 GOLDEN = Path(__file__).parent.parent / "golden" / "replay_cuda_event_sync.json"
-LEGACY = DATA / "legacy_2021_v100/worker0.1623143089861.pt.trace.json.gz"
+LEGACY = TRACES["legacy_2021_v100"]
 
 
-def _replay(tmp_path: Path, *args: str, trace: Path = SMALL) -> dict:
+def _replay(tmp_path: Path, *args: str, trace: str = SMALL) -> dict:
     out = tmp_path / "out"
-    assert main(["replay", str(trace), "-o", str(out), *args]) == 0
+    assert main(["replay", str(realdata(trace)), "-o", str(out), *args]) == 0
     return json.loads((out / "replay.json").read_text())
 
 
@@ -79,6 +79,6 @@ def test_scale_makes_matching_ops_faster(tmp_path):
     ],
 )
 def test_bad_options_are_one_line(tmp_path, capsys, args, message):
-    assert main(["replay", str(SMALL), "-o", str(tmp_path / "o"), *args]) == 1
+    assert main(["replay", str(realdata(SMALL)), "-o", str(tmp_path / "o"), *args]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]

@@ -1,6 +1,7 @@
 """``lumos demo [-o DIR]``: collect the bundled workload on 2 CPU ranks, replay it, report.
 
 Shows progress on a terminal (nothing when output is piped) and ends with where the report is.
+Without torch it replays the bundled recording of the same workload instead, and says so.
 """
 
 from __future__ import annotations
@@ -9,13 +10,12 @@ import argparse
 import time
 from pathlib import Path
 
-from lumos.collect._torch import require_torch
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "demo",
-        help="collect the bundled GPT workload on 2 CPU ranks, replay it and write a report",
+        help="collect the bundled GPT workload on 2 CPU ranks, replay it and write a report "
+        "(without torch: replay the bundled recording of it)",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     p.add_argument("-o", "--out", type=Path, default=Path("lumos-demo"),
@@ -24,7 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    require_torch("lumos demo")
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
@@ -50,9 +49,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         result = run_demo(args.out)
     elapsed = time.monotonic() - t0
+    if result.bundled_because:
+        print(f"lumos: {result.bundled_because}")
     if result.replay is not None:
         _print_results(result.replay)
-    print(f"lumos: collected {result.run_dir} ({elapsed:.0f} s); manifest {result.manifest}")
+    if result.bundled_because:
+        print(f"lumos: replayed the bundled recording, copied to {result.run_dir} "
+              f"({elapsed:.0f} s); manifest {result.manifest}")  # fmt: skip
+    else:
+        print(f"lumos: collected {result.run_dir} ({elapsed:.0f} s); manifest {result.manifest}")
     if result.report is not None:
         print(f"lumos: report {result.report}")
     if result.stopped_because:

@@ -27,7 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="*", metavar="TRACE", help="trace files or directories")
     p.add_argument("--json", action="store_true", help="print one JSON object per trace")
-    p.add_argument("--example", action="store_true", help="summarize the bundled example trace")
+    p.add_argument(
+        "--example",
+        action="store_true",
+        help="summarize the bundled example (lumos's own 2-rank gloo recording, both ranks)",
+    )
     p.set_defaults(func=run)
 
 
@@ -55,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
     """Print summaries; exit 1 if any trace failed (the others are still printed)."""
     paths = list(args.paths)
     if args.example:
-        from lumos.examples_data import example_trace_path
+        from lumos.examples_data import example_run_dir
 
-        paths.append(example_trace_path())
+        paths.append(example_run_dir())
     if not paths:
         raise LumosError("info needs at least one TRACE path (or --example)")
     refs = expand_paths(paths)

@@ -3,7 +3,11 @@
 :func:`run_demo` is the whole demo, one stage after another, each calling the public API:
 
 1. **collect**: ``python -m torch.distributed.run --nproc-per-node 2 -m lumos.examples.gpt``
-   under :func:`lumos.collect.run_collect` (gloo, Kineto + Execution Trace of 3 steps per rank);
+   under :func:`lumos.collect.run_collect` (gloo, Kineto + Execution Trace of 3 steps per rank).
+   Without torch there is nothing to collect with: the demo copies the bundled recording of the
+   same workload (:func:`lumos.examples_data.example_run_dir`, made by ``lumos collect``) into
+   the output directory and replays that instead, and says so
+   (:attr:`DemoResult.bundled_because`);
 2. **replay**: build the execution graph and simulate it; compare with the measured steps;
 3. **what-if**: the replayed run with communication, then compute, 2x faster;
 4. **report**: ``report.html`` (and the figures as SVG) in the output directory.
@@ -24,7 +28,9 @@ from typing import Any
 
 from lumos._io import atomic_write
 from lumos.collect import CollectConfig, read_manifest, run_collect, torchrun_command
-from lumos.collect._torch import require_torch
+from lumos.collect._torch import torch_available
+from lumos.collect.launch import clear_run_dir
+from lumos.collect.manifest import MANIFEST_NAME
 from lumos.errors import LumosError
 from lumos.report.figures import write_figures
 from lumos.report.html import write_report
@@ -49,6 +55,8 @@ class DemoResult:
     report: Path | None = None
     figures: list[Path] = field(default_factory=list)
     stopped_because: str | None = None
+    #: Set when the demo replayed the bundled recording instead of collecting a new run.
+    bundled_because: str | None = None
 
 
 def _quiet(_: str) -> None:
@@ -79,6 +87,29 @@ def _collect(out_dir: Path, progress: Progress) -> Path:
     if not manifest.complete:
         raise LumosError(f"{result.manifest}: not every rank left its traces; see {log}")
     return result.manifest
+
+
+BUNDLED_BECAUSE = (
+    "torch is not installed, so nothing can be collected: replaying the bundled recording of "
+    "the same workload (made by lumos collect) instead; pip install 'lumos[torch]' to collect "
+    "a fresh run"
+)
+
+
+def _bundled(out_dir: Path, progress: Progress) -> Path:
+    """Copy the bundled run (``run.json`` and its traces) to ``out_dir/run``; its manifest."""
+    from lumos.examples_data import example_run_dir
+
+    progress("torch is not installed: replaying the bundled recording instead of collecting")
+    src = example_run_dir()
+    run_dir = out_dir / "run"
+    clear_run_dir(run_dir)  # a previous demo's collected files
+    run_dir.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(src)
+    for p in [src / MANIFEST_NAME, *(r.kineto for r in manifest.ranks)]:
+        with atomic_write(run_dir / p.name, "wb") as f:
+            f.write(p.read_bytes())
+    return run_dir / MANIFEST_NAME
 
 
 def _last_line(path: Path) -> str:
@@ -198,16 +229,17 @@ def _replay(out: Path, manifest_path: Path, api: dict[str, Any], say: Progress) 
 def run_demo(out_dir: str | os.PathLike[str], progress: Progress | None = None) -> DemoResult:
     """Run the demo into ``out_dir`` (created; a previous demo's files are replaced).
 
-    ``progress`` receives one human-readable line as each stage starts. Raises
-    :class:`~lumos.errors.MissingDependencyError` without torch, and a
-    :class:`~lumos.errors.LumosError` naming the log when the workload fails.
+    ``progress`` receives one human-readable line as each stage starts. Without torch the
+    bundled recording is replayed instead of a new collection (``bundled_because`` says so).
+    Raises a :class:`~lumos.errors.LumosError` naming the log when the workload fails.
     """
-    require_torch("lumos demo")
     say = progress or _quiet
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    manifest = _collect(out, say)
-    result = DemoResult(out_dir=out, run_dir=manifest.parent, manifest=manifest)
+    bundled_because = None if torch_available() else BUNDLED_BECAUSE
+    manifest = _collect(out, say) if bundled_because is None else _bundled(out, say)
+    result = DemoResult(out_dir=out, run_dir=manifest.parent, manifest=manifest,
+                        bundled_because=bundled_because)  # fmt: skip
     api = _replay_api()
     if api is None:
         result.stopped_because = (
@@ -216,6 +248,8 @@ def run_demo(out_dir: str | os.PathLike[str], progress: Progress | None = None) 
         )
         return result
     data = _replay(out, manifest, api, say)
+    if bundled_because is not None:
+        data["title"] += " (the bundled recording: torch is not installed)"
     result.replay = out / "replay.json"
     with atomic_write(result.replay) as f:
         json.dump(data, f, indent=1)
