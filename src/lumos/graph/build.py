@@ -105,8 +105,9 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
         add(copy_task[ok], wait_tasks[ok], DepKind.SYNC, np.zeros(int(ok.sum()), dtype=np.int64))
 
     # ---- CPU threads: intra-thread order with overhead gaps; waits on whatever released them
-    blocked = blocked_calls(layout, _layout_names(trace, layout), _enqueue_names(trace), arrive,
-                            end, stream_of_task, launches.launcher)  # fmt: skip
+    task_names = _layout_names(trace, layout)
+    blocked = blocked_calls(layout, task_names, _enqueue_names(trace), arrive, end,
+                            stream_of_task, launches.launcher)  # fmt: skip
     recorded_end = end
     if blocked.call.size:
         dur[blocked.call] = blocked.cost_ns
@@ -117,8 +118,8 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     settled[blocked.next_task] = True
     intra_src, intra_dst, intra_delay = processor_chain(layout, arrive, end)
     thread_edge = ~stream_of_task[intra_dst]
-    gaps = attribute_gaps(layout, arrive, end, stream_of_task, launches.launcher, diag, settled,
-                          recorded_end)
+    gaps = attribute_gaps(layout, arrive, end, stream_of_task, launches.launcher, task_names,
+                          diag, settled, recorded_end)  # fmt: skip
     for k in (DepKind.INTER_THREAD, DepKind.SYNC):
         sel = gaps.kind == int(k)
         if sel.any():

@@ -20,8 +20,12 @@ condition                       why
 reaction ``arrive[b] - end[u]``  a released thread reacts quickly; a thread busy with untraced
 ``<= REACTION_SHARE * gap``      work for most of the gap resumes long after the GPU went idle
 gap longer than                 an ordinary overhead gap is not a wait, whatever ends in it:
-``UNEXPLAINED_FACTOR`` x the    a wrongly found short wait ties a thread to another's
-thread's median gap             schedule, a missed one costs at most its own length
+``WAIT_FACTOR`` x the thread's  a wrongly found short wait ties a thread to another's
+median gap                      schedule, a missed one costs at most its own length
+the same pair of ops waits in   a program repeats: a release found in a minority of the
+most of its long gaps (when     gaps between the same two ops is a coincidence (beyond
+shorter than UNEXPLAINED_FACTOR ``UNEXPLAINED_FACTOR`` x the overhead a coincidence is
+x the overhead)                 too unlikely to test for)
 a CPU ``u``'s thread worked     a thread that wakes for a moment (a watchdog polling every
 ``>= BUSY_SHARE * gap`` in it   100 ms) hands nothing off; it only coincides
 a CPU ``u`` started inside the  a thread that blocked while ``u`` ran waited for a lock ``u``
@@ -56,6 +60,7 @@ __all__ = [
     "BUSY_SHARE",
     "REACTION_SHARE",
     "UNEXPLAINED_FACTOR",
+    "WAIT_FACTOR",
     "GapPlan",
     "attribute_gaps",
     "overhead_floor_ns",
@@ -63,10 +68,14 @@ __all__ = [
 
 #: A wait's reaction (release to resume) is at most this share of the gap it ends.
 REACTION_SHARE = 0.1
+#: A gap is a candidate wait when longer than this many times its thread's usual overhead.
+WAIT_FACTOR = 4
 #: A CPU releaser's thread was busy for at least this share of the gap it ends.
 BUSY_SHARE = 0.02
 #: A non-wait gap longer than this many times its thread's median gap is "unexplained".
 UNEXPLAINED_FACTOR = 20
+#: A thread needs this many positive gaps of its own to measure its usual overhead.
+MIN_OWN_GAPS = 50
 #: A launch call this many times longer than its name's median blocked (a full launch queue).
 BLOCKED_FACTOR = 10
 _NEVER = np.iinfo(np.int64).max
@@ -92,7 +101,7 @@ class GapPlan:
 
 
 def overhead_floor_ns(gaps: NDArray[np.int64]) -> int:
-    """A thread's usual overhead between tasks: the median of its positive gaps (0 if none)."""
+    """The usual overhead between tasks: the median of the positive gaps (0 if none)."""
     pos = gaps[gaps > 0]
     return int(np.median(pos)) if pos.size else 0
 
@@ -175,6 +184,7 @@ def attribute_gaps(
     end: NDArray[np.int64],
     on_stream: NDArray[np.bool_],
     launcher: NDArray[np.int64],
+    names: NDArray[np.int32],
     diag: Diagnostics,
     settled: NDArray[np.bool_] | None = None,
     recorded_end: NDArray[np.int64] | None = None,
@@ -204,9 +214,8 @@ def attribute_gaps(
     intra: list[int] = []
     n_proc = len(layout.processors)
     released_start = np.zeros(n_proc, dtype=bool)
-    # a thread that mostly waits has a long median gap: its usual overhead is no larger than
-    # that of all threads together
-    trace_floor = _trace_floor(layout, arrive, end, on_stream, real)
+    thread_gaps = _thread_gaps(layout, arrive, end, on_stream, real)
+    trace_floor = overhead_floor_ns(np.concatenate([np.zeros(0, np.int64), *thread_gaps.values()]))
     for p in range(n_proc):
         lo, hi = int(layout.proc_ptr[p]), int(layout.proc_ptr[p + 1])
         if hi - lo < 2 or on_stream[lo]:
@@ -219,8 +228,16 @@ def attribute_gaps(
         prev_end[0] = layout.origin_ns
         prev_end[1:] = end[tasks[:-1]]
         gap = arrive[tasks] - prev_end
-        floor = min(overhead_floor_ns(gap[1:]), trace_floor)
-        for i in np.flatnonzero(gap > UNEXPLAINED_FACTOR * max(floor, 1)).tolist():
+        own = thread_gaps.get(p, gap[1:])
+        # a thread with few gaps of its own (a poller, a worker) mostly waits: its median gap is
+        # a wait, and its usual overhead is that of all threads together
+        floor = overhead_floor_ns(own) if (own > 0).sum() >= MIN_OWN_GAPS else trace_floor
+        prev_name = np.concatenate(([-2], names[tasks[:-1]]))
+        _, key = np.unique(np.stack([prev_name, names[tasks]]), axis=1, return_inverse=True)
+        key = key.reshape(-1)
+        found: list[tuple[int, int, int, int]] = []  # (i, releaser, reaction, key)
+        long_gaps = np.flatnonzero(gap > WAIT_FACTOR * max(floor, 1))
+        for i in long_gaps.tolist():
             b = int(tasks[i])
             if settled is not None and settled[b]:
                 continue
@@ -228,15 +245,26 @@ def attribute_gaps(
             u = _releaser(int(prev_end[i]), int(arrive[b]), int(BUSY_SHARE * g), p, candidates,
                           end, next_start, on_stream)  # fmt: skip
             r = int(arrive[b] - end[u]) if u >= 0 else -1
-            if u < 0 or r > REACTION_SHARE * g:
-                if i == 0:
-                    diag.warn("thread_start_unexplained", f"task {b}")
+            if u >= 0 and r <= REACTION_SHARE * g:
+                found.append((i, u, r, int(key[i])))
+            elif i == 0:
+                diag.warn("thread_start_unexplained", f"task {int(tasks[0])}")
+        # the same step of a program (same pair of ops, a gap of the same order between them)
+        # waits every time or it did not wait: a release found in a minority of them is a
+        # coincidence. Gaps beyond UNEXPLAINED_FACTOR x the overhead are rarely coincidences.
+        strong = gap > UNEXPLAINED_FACTOR * max(floor, 1)
+        medium = long_gaps[~strong[long_gaps]]
+        per_key = np.bincount(key[medium], minlength=int(key.max()) + 1)
+        hits = np.bincount([k for i, *_, k in found if not strong[i]], minlength=per_key.size)
+        for i, u, r, k in found:
+            if not strong[i] and 2 * hits[k] < per_key[k]:
+                diag.warn("wait_coincidence_dropped", f"task {int(tasks[i])}")
                 continue
             src.append(u)
-            dst.append(b)
+            dst.append(int(tasks[i]))
             delay.append(r)
             kind.append(int(DepKind.SYNC if on_stream[u] else DepKind.INTER_THREAD))
-            intra.append(min(floor, g) if i else 0)
+            intra.append(min(floor, int(gap[i])) if i else 0)
             if i == 0:
                 released_start[p] = True
     i64 = np.int64
@@ -309,16 +337,21 @@ def _releaser(
     return best
 
 
-def _trace_floor(
+
+def _thread_gaps(
     layout: TaskLayout,
     arrive: NDArray[np.int64],
     end: NDArray[np.int64],
     on_stream: NDArray[np.bool_],
     real: NDArray[np.bool_],
-) -> int:
-    """The usual overhead between consecutive tasks over all CPU threads."""
-    n = len(layout)
-    nxt = np.arange(1, n)
-    ok = (layout.processor_idx[1:] == layout.processor_idx[:-1]) & ~on_stream[1:]
-    ok &= real[1:] & real[:-1]
-    return overhead_floor_ns(arrive[nxt[ok]] - end[nxt[ok] - 1])
+) -> dict[int, NDArray[np.int64]]:
+    """The gaps between consecutive real tasks of every CPU thread."""
+    out = {}
+    for p in range(len(layout.processors)):
+        lo, hi = int(layout.proc_ptr[p]) + 1, int(layout.proc_ptr[p + 1])
+        if hi - lo < 2 or on_stream[lo - 1]:
+            continue
+        tasks = np.arange(lo, hi)
+        tasks = tasks[real[tasks]]
+        out[p] = arrive[tasks[1:]] - end[tasks[:-1]]
+    return out

@@ -1,18 +1,23 @@
 """Re-timing edits on an execution graph: pure functions, graph in, new graph out.
 
 :func:`scale_by_name` answers "what if these ran ``f`` times as long": every task whose name
-matches, and every CPU *span* whose name matches (a parent op kept as a USER annotation: a
-module, ``aten::linear``, the data loader) with everything it did: the tasks inside it and the
-untraced CPU time between them (the intra-thread delays inside the span's recorded interval).
+matches, and every *CPU-only span* whose name matches (a parent op kept as a USER annotation
+that launched nothing: ``aten::t``, the data loader, ``zero_grad``) with everything it did: the
+tasks inside it and the untraced CPU time between them (the intra-thread delays inside the
+span's recorded interval).
 
 =======================  =========================================================
 what matches             what is scaled
 =======================  =========================================================
 a task (leaf op, call,   its duration; for a communication task only its transfer:
 kernel, collective)      the waiting for peers (``Comms.wait_ns``) is no cost of it
-a CPU span               the tasks inside it and the share of each intra-thread
+a CPU-only span          the tasks inside it and the share of each intra-thread
                          delay that lies inside its interval
 =======================  =========================================================
+
+Spans that launch GPU work (``aten::layer_norm``, ``deep_ep::...::dispatch``) are left alone:
+a pattern written for kernel names (``layer_norm``, ``dispatch``) then scales the kernels it
+meant, not the CPU side of the ops that share their names.
 
 Waits (a thread's reaction to being released), launch latencies and GPU gaps are not costs of
 the op and are never scaled.
@@ -28,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lumos.errors import ConfigError
-from lumos.graph.model import AnnotationKind, DepKind, ExecGraph
+from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind
 
 __all__ = ["ScaleRecord", "scale_by_name"]
 
@@ -58,12 +63,14 @@ def scale_by_name(
     gap_hi = t.ts_ns[e.dst[intra]]
     delay = e.delay_ns[intra].astype(np.float64)
     records = []
+    cpu_only = _cpu_only_spans(graph)
     for pattern, f in scale:
         match = re.compile(pattern).search
         tasks = graph.name_mask(match)
         a = graph.annotations
         span_names = np.fromiter((bool(match(n)) for n in graph.names), bool, len(graph.names))
         spans = np.flatnonzero((a.kind == int(AnnotationKind.USER)) & span_names[a.name_idx])
+        spans = spans[cpu_only[spans]]
         covered = tasks.copy()
         inside = np.zeros(intra.size, dtype=np.int64)
         for p in np.unique(a.processor_idx[spans]).tolist():
@@ -91,6 +98,20 @@ def scale_by_name(
     new_delay[intra] = np.rint(delay).astype(np.int64)
     out = graph.with_durations(dur).replace(edges=e.replace(delay_ns=new_delay))
     return out, tuple(records)
+
+
+def _cpu_only_spans(graph: ExecGraph) -> NDArray[np.bool_]:
+    """Per annotation: every task it covers (first to last, in processor order) is a CPU op."""
+    a, t = graph.annotations, graph.tasks
+    _, perm = graph.processor_order()
+    pos = np.empty(graph.num_tasks, dtype=np.int64)
+    pos[perm] = np.arange(graph.num_tasks)
+    other = np.concatenate(([0], np.cumsum(t.kind[perm] != int(TaskKind.CPU_OP))))
+    has = a.first_task_idx >= 0
+    lo = pos[np.maximum(a.first_task_idx, 0)]
+    hi = pos[np.maximum(a.last_task_idx, 0)] + 1
+    same = t.processor_idx[np.maximum(a.last_task_idx, 0)] == a.processor_idx
+    return has & same & (lo < hi) & (other[hi] - other[lo] == 0)
 
 
 def _union(
