@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from lumos.diagnostics import Diagnostics
 from lumos.graph.build_comms import build_comms
 from lumos.graph.build_deps import TOL_NS, calibrate_gpu, gpu_clock_offset_ns, processor_chain
-from lumos.graph.build_gaps import attribute_gaps, blocked_calls
+from lumos.graph.build_gaps import attribute_gaps, blocked_calls, blocking_ops, merge_blocked
 from lumos.graph.build_links import Launches, find_launches, launching_event
 from lumos.graph.build_sync import plan_syncs
 from lumos.graph.build_tasks import TaskLayout, lay_out_tasks
@@ -106,14 +106,19 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
 
     # ---- CPU threads: intra-thread order with overhead gaps; waits on whatever released them
     task_names = _layout_names(trace, layout)
-    blocked = blocked_calls(layout, task_names, _enqueue_names(trace), arrive, end,
-                            stream_of_task, launches.launcher)  # fmt: skip
+    blocked = merge_blocked(
+        blocked_calls(layout, task_names, _enqueue_names(trace), arrive, end, stream_of_task,
+                      launches.launcher),
+        blocking_ops(layout, arrive, end, stream_of_task),
+    )  # fmt: skip
     recorded_end = end
     if blocked.call.size:
         dur[blocked.call] = blocked.cost_ns
         end = ts + dur
-        add(blocked.releaser, blocked.next_task, DepKind.SYNC, blocked.reaction_ns)
-        diag.warn("launch_blocked_on_full_queue", f"task {int(blocked.call[0])}", blocked.call.size)
+        by_gpu = stream_of_task[blocked.releaser]
+        for k, sel in ((DepKind.SYNC, by_gpu), (DepKind.INTER_THREAD, ~by_gpu)):
+            add(blocked.releaser[sel], blocked.next_task[sel], k, blocked.reaction_ns[sel])
+        diag.warn("blocking_call_split", f"task {int(blocked.call[0])}", blocked.call.size)
     settled = np.zeros(len(layout), dtype=bool)
     settled[blocked.next_task] = True
     intra_src, intra_dst, intra_delay = processor_chain(layout, arrive, end)

@@ -61,8 +61,12 @@ __all__ = [
     "REACTION_SHARE",
     "UNEXPLAINED_FACTOR",
     "WAIT_FACTOR",
+    "BlockedCalls",
     "GapPlan",
     "attribute_gaps",
+    "blocked_calls",
+    "blocking_ops",
+    "merge_blocked",
     "overhead_floor_ns",
 ]
 
@@ -112,7 +116,8 @@ class BlockedCalls:
 
     ``call[i]`` keeps ``cost_ns[i]`` (the median cost of calls of its name); the thread's next
     task ``next_task[i]`` waits for ``releaser[i]``, the GPU task whose end freed a queue slot,
-    plus the recorded ``reaction_ns[i]``; ``gap_ns[i]`` is the recorded gap after the call.
+    plus ``reaction_ns[i]`` (recorded, from the releaser's end to the next task's start);
+    ``gap_ns[i]`` is the recorded gap after the call.
     """
 
     call: NDArray[np.int64]
@@ -172,10 +177,67 @@ def blocked_calls(
                 out["cost"].append(typical)
                 out["next"].append(nxt)
                 out["rel"].append(u)
-                out["r"].append(r)
+                out["r"].append(int(arrive[nxt] - end[u]))
                 out["gap"].append(max(int(arrive[nxt] - end[c]), 0))
     a = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
     return BlockedCalls(a["call"], a["cost"], a["next"], a["rel"], a["r"], a["gap"])
+
+
+def blocking_ops(
+    layout: TaskLayout,
+    arrive: NDArray[np.int64],
+    end: NDArray[np.int64],
+    on_stream: NDArray[np.bool_],
+) -> BlockedCalls:
+    """Leaf CPU ops whose recorded span holds a wait on another thread (``backward()`` on the
+    main thread while the autograd thread runs the backward pass).
+
+    A leaf op longer than ``WAIT_FACTOR`` times the usual overhead ends at most
+    ``REACTION_SHARE`` of its length after a task ``u`` of another thread that then drained,
+    whose thread began working inside the op and worked at least ``BUSY_SHARE`` of it: the op
+    keeps its cost up to the moment that thread began (the hand-off happened before), and the
+    thread's next task waits for ``u`` plus the recorded reaction.
+    """
+    n = len(layout)
+    real = layout.event_idx >= 0
+    thread_gaps = _thread_gaps(layout, arrive, end, on_stream, real)
+    gaps = [g for g in thread_gaps.values()]
+    floor = overhead_floor_ns(np.concatenate([np.zeros(0, np.int64), *gaps]))
+    dur = end - arrive
+    cand = np.flatnonzero((layout.kind == 0) & real & ~on_stream & (dur > WAIT_FACTOR * max(floor, 1)))
+    same_next = np.zeros(n, dtype=bool)
+    same_next[:-1] = layout.processor_idx[1:] == layout.processor_idx[:-1]
+    next_start = np.full(n, _NEVER, dtype=np.int64)
+    next_start[:-1] = np.where(same_next[:-1], arrive[1:], _NEVER)
+    candidates = [_Candidates.of(layout, q, arrive, end, end) for q in range(len(layout.processors))]
+    out: dict[str, list[int]] = {k: [] for k in ("call", "cost", "next", "rel", "r", "gap")}
+    for t in cand.tolist():
+        nxt = t + 1
+        if nxt >= n or not same_next[t]:
+            continue
+        d = int(dur[t])
+        u = _releaser(int(arrive[t]), int(end[t]), int(BUSY_SHARE * d), int(layout.processor_idx[t]),
+                      candidates, end, next_start, on_stream | ~real)  # fmt: skip
+        if u < 0 or on_stream[u] or end[t] - end[u] > REACTION_SHARE * d:
+            continue
+        c = candidates[int(layout.processor_idx[u])]
+        began = c.starts[int(np.searchsorted(c.starts, arrive[t], side="left"))]
+        out["call"].append(t)
+        out["cost"].append(int(min(max(began - arrive[t], 0), d)))
+        out["next"].append(nxt)
+        out["rel"].append(u)
+        out["r"].append(int(arrive[nxt] - end[u]))
+        out["gap"].append(max(int(arrive[nxt] - end[t]), 0))
+    a = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    return BlockedCalls(a["call"], a["cost"], a["next"], a["rel"], a["r"], a["gap"])
+
+
+def merge_blocked(a: BlockedCalls, b: BlockedCalls) -> BlockedCalls:
+    """Both sets of blocked tasks (a task found by both keeps ``a``'s entry)."""
+    keep = ~np.isin(b.call, a.call)
+    return BlockedCalls(*(np.concatenate([getattr(a, f), getattr(b, f)[keep]])
+                          for f in ("call", "cost_ns", "next_task", "releaser", "reaction_ns",
+                                    "gap_ns")))  # fmt: skip
 
 
 def attribute_gaps(

@@ -64,6 +64,16 @@ class Launches:
         k = int(np.searchsorted(tl[0], ts_ns, side="left")) - 1
         return int(tl[1][k]) if k >= 0 else -1
 
+    def stream_of_previous_launch_except(self, thread: int, ts_ns: int, stream: int) -> int:
+        """Stream processor of the thread's latest launch before ``ts_ns`` onto a stream other
+        than ``stream`` (-1 if none)."""
+        tl = self.thread_launches.get(thread)
+        if tl is None:
+            return -1
+        k = int(np.searchsorted(tl[0], ts_ns, side="left"))
+        other = np.flatnonzero(tl[1][:k] != stream)
+        return int(tl[1][other[-1]]) if other.size else -1
+
     def stream_of_next_launch(self, thread: int, ts_ns: int) -> int:
         """Stream processor of the thread's first launch after ``ts_ns`` (-1 if none)."""
         tl = self.thread_launches.get(thread)

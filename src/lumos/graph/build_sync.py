@@ -257,6 +257,11 @@ def _plan_stream_wait(
         rec_stream = launches.stream_of_previous_launch(r_thread, r_ts)
     if waiting < 0:
         waiting = launches.stream_of_next_launch(thread, s)
+    if waiting < 0 or waiting == rec_stream:
+        # no later launch from this thread (the backward thread's last wait, for the optimizer
+        # that the main thread launches next): the thread's current stream is its latest
+        # launch onto a stream other than the event's
+        waiting = launches.stream_of_previous_launch_except(thread, s, rec_stream)
     if rec_stream < 0 or waiting < 0 or rec_stream == waiting:
         return
     src = launches.last_launched_before(rec_stream, r_ts)
