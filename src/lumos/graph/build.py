@@ -28,7 +28,13 @@ from numpy.typing import NDArray
 
 from lumos.diagnostics import Diagnostics
 from lumos.graph.build_comms import build_comms
-from lumos.graph.build_deps import TOL_NS, calibrate_gpu, gpu_clock_offset_ns, processor_chain
+from lumos.graph.build_deps import (
+    LAUNCH_LATENCY_NOMINAL_NS,
+    TOL_NS,
+    calibrate_gpu,
+    gpu_clock_offset_ns,
+    processor_chain,
+)
 from lumos.graph.build_gaps import attribute_gaps, blocked_calls, blocking_ops, merge_blocked
 from lumos.graph.build_links import Launches, find_launches, launching_event
 from lumos.graph.build_sync import plan_syncs
@@ -45,6 +51,7 @@ from lumos.graph.model import (
     Waits,
 )
 from lumos.ingest.kineto import KinetoTrace
+from lumos.ingest.kineto_trace import Events
 from lumos.ingest.kineto_schema import Category
 
 __all__ = ["align_ranks", "build_graph"]
@@ -255,9 +262,15 @@ def _shorten_blocking(
     dur: NDArray[np.int64],
     launch: NDArray[np.int64],
 ) -> None:
-    """Split a blocking copy call: the call keeps its launch part, its [wait] task the rest."""
+    """Split a blocking copy call: the call keeps its launch part, its [wait] task the rest.
+
+    The launch part is the time to the copy's start when the copy's stream was idle; when the
+    copy was queued behind earlier work it started when that work ended, so the call's own
+    part is at most the nominal launch latency and the queueing comes from the simulation.
+    """
     ev = trace.events
     copy_of_call = {int(launch[g]): int(g) for g in np.flatnonzero(launch >= 0).tolist()}
+    stream_prev_end = _previous_end_on_processor(ev)
     for w in np.flatnonzero(layout.is_wait).tolist():
         call_t = w - 1
         r = int(layout.event_idx[w])
@@ -266,10 +279,24 @@ def _shorten_blocking(
         g_ts = int(ev.ts_ns[g]) if g is not None else c_ts
         g_end = int(ev.ts_ns[g] + ev.dur_ns[g]) if g is not None else c_end
         part = min(max(g_ts - c_ts, 0), c_end - c_ts)
+        if g is not None and stream_prev_end[g] >= g_ts - TOL_NS and stream_prev_end[g] > c_ts:
+            part = min(part, LAUNCH_LATENCY_NOMINAL_NS)
         dur[call_t] = part
         start = min(max(g_end, c_ts + part), c_end)
         ts[w] = start
         dur[w] = c_end - start
+
+
+def _previous_end_on_processor(ev: Events) -> NDArray[np.int64]:
+    """For every event, the end of the previous event on its processor (events are sorted by
+    processor, then start); -1 for a processor's first."""
+    out = np.full(len(ev), -1, dtype=np.int64)
+    if len(ev) > 1:
+        same = ev.processor_idx[1:] == ev.processor_idx[:-1]
+        prev_end = np.maximum.accumulate(ev.ts_ns + ev.dur_ns)
+        out[1:] = np.where(same, (ev.ts_ns + ev.dur_ns)[:-1], -1)
+        del prev_end
+    return out
 
 
 def _copy_task_of_wait(
