@@ -51,8 +51,8 @@ from lumos.graph.model import (
     Waits,
 )
 from lumos.ingest.kineto import KinetoTrace
-from lumos.ingest.kineto_trace import Events
 from lumos.ingest.kineto_schema import Category
+from lumos.ingest.kineto_trace import Events
 
 __all__ = ["align_ranks", "build_graph"]
 
