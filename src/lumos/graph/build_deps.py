@@ -174,11 +174,20 @@ def calibrate_gpu(
     binds_cross = ~binds_launch & (cross_ready > stream_ready)
     binds_stream = ~binds_launch & ~binds_cross
 
+    # a task that waited far longer than any launch or stream order explains was held by work
+    # on another stream: an event wait the record/wait inference missed, found by timing
+    held = np.flatnonzero((launcher >= 0) & binds_launch & (slack > LAUNCH_LATENCY_MAX_NS))
+    t_src, t_dst, t_delay = _held_by_other_stream(layout, held, ts, end, ready)
+    binds_launch[t_dst] = False
+    slack[t_dst] = 0
     launch_delay = own_latency + np.where(binds_launch[launched], slack[launched], 0)
     unexplained = launch_delay - LAUNCH_LATENCY_MAX_NS
     if (unexplained > 0).any():
         diag.warn("gpu_gap_unexplained", f"task {int(launched[np.argmax(unexplained)])}",
                   int((unexplained > 0).sum()))  # fmt: skip
+    if t_dst.size:
+        diag.warn("inter_stream_edge_from_timing", f"task {int(t_src[0])} -> {int(t_dst[0])}",
+                  t_dst.size)  # fmt: skip
     # a negative latency (task started before its call returned) may not reach before the call
     launch_delay = np.maximum(launch_delay, -(end - ts)[launcher[launched]])
 
@@ -193,5 +202,33 @@ def calibrate_gpu(
         (s_src, s_dst, DepKind.INTRA_STREAM, stream_delay),
         (launcher[launched], launched, DepKind.LAUNCH, launch_delay),
         (x_src, x_dst, DepKind.INTER_STREAM, cross_delay),
+        (t_src, t_dst, DepKind.INTER_STREAM, t_delay),
     ]
     return edges, latency_ns
+
+
+def _held_by_other_stream(
+    layout: TaskLayout,
+    held: NDArray[np.int64],
+    ts: NDArray[np.int64],
+    end: NDArray[np.int64],
+    ready: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """For GPU tasks that started long after anything known allowed them, the task of another
+    stream whose end they followed within a launch's cost (the latest such; none if none)."""
+    gpu = np.flatnonzero((layout.kind >= 2) & (layout.kind <= 5) & (layout.event_idx >= 0))
+    by_end = gpu[np.argsort(end[gpu], kind="stable")]
+    ends = end[by_end]
+    src, dst, delay = [], [], []
+    for t in held.tolist():
+        k = int(np.searchsorted(ends, ts[t], side="right")) - 1
+        while k >= 0 and ends[k] > ready[t] and ts[t] - ends[k] <= LAUNCH_LATENCY_MAX_NS:
+            u = int(by_end[k])
+            k -= 1
+            if layout.processor_idx[u] != layout.processor_idx[t]:
+                src.append(u)
+                dst.append(t)
+                delay.append(int(ts[t] - end[u]))
+                break
+    i64 = np.int64
+    return np.asarray(src, i64), np.asarray(dst, i64), np.asarray(delay, i64)

@@ -255,24 +255,35 @@ def _plan_stream_wait(
         r_ts, r_thread = s, thread
     if rec_stream < 0:
         rec_stream = launches.stream_of_previous_launch(r_thread, r_ts)
+    pairs = [(rec_stream, waiting)]
     if waiting < 0:
         waiting = launches.stream_of_next_launch(thread, s)
-    if waiting < 0 or waiting == rec_stream:
-        # no later launch from this thread (the backward thread's last wait, for the optimizer
-        # that the main thread launches next): the thread's current stream is its latest
-        # launch onto a stream other than the event's
-        waiting = launches.stream_of_previous_launch_except(thread, s, rec_stream)
-    if rec_stream < 0 or waiting < 0 or rec_stream == waiting:
+        if waiting < 0:
+            # no later launch from this thread (the backward thread's last wait, for the
+            # optimizer the main thread launches next): its current stream is its latest launch
+            # onto a stream other than the event's, or, if the record was not on its latest
+            # launch's stream, the other way round
+            other = launches.stream_of_previous_launch_except(thread, s, rec_stream)
+            pairs = [(rec_stream, other), (other, rec_stream)]
+        elif waiting == rec_stream and record >= 0 and info is None:
+            # a stream never waits for its own event: the record was made on another stream
+            # than the thread's latest launch, the latest other one it launched onto
+            pairs = [(launches.stream_of_previous_launch_except(r_thread, r_ts, waiting), waiting)]
+        else:
+            pairs = [(rec_stream, waiting)]
+    for rec, wait_on in pairs:
+        if rec < 0 or wait_on < 0 or rec == wait_on:
+            continue
+        src = launches.last_launched_before(rec, r_ts)
+        dst = launches.first_launched_after(wait_on, s)
+        if src < 0 or dst < 0:
+            continue
+        if layout.ts_ns[src] + layout.dur_ns[src] > layout.ts_ns[dst] + _TOLERANCE_NS:
+            diag.warn("inter_stream_edge_contradicted", f"task {src} -> {dst}")
+            return
+        plan.stream_src.append(src)
+        plan.stream_dst.append(dst)
         return
-    src = launches.last_launched_before(rec_stream, r_ts)
-    dst = launches.first_launched_after(waiting, s)
-    if src < 0 or dst < 0:
-        return
-    if layout.ts_ns[src] + layout.dur_ns[src] > layout.ts_ns[dst] + _TOLERANCE_NS:
-        diag.warn("inter_stream_edge_contradicted", f"task {src} -> {dst}")
-        return
-    plan.stream_src.append(src)
-    plan.stream_dst.append(dst)
 
 
 def _previous_record(
