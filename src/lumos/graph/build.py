@@ -429,9 +429,10 @@ def _step_annotations(
 def _cpu_spans(
     trace: KinetoTrace, layout: TaskLayout, ts: NDArray[np.int64], end: NDArray[np.int64]
 ) -> Annotations:
-    """USER annotations: every CPU op or user annotation that encloses tasks of its thread
-    (the parents of the leaf tasks: modules, ``aten::linear``, the data loader, ...), so an edit
-    can re-time an op with everything it did, untraced time between its children included."""
+    """USER annotations: every CPU op or user annotation on a thread that is not itself a task
+    (the parents of the leaf tasks: modules, ``aten::linear``, the data loader, ...; and childless
+    annotations such as ``zero_grad``), so an edit can re-time an op with everything it did,
+    untraced time between its children included."""
     ev = trace.events
     task_ev = np.zeros(len(ev), dtype=bool)
     task_ev[layout.event_idx[layout.event_idx >= 0]] = True
@@ -462,8 +463,10 @@ def _cpu_spans(
         ok2 = real[a - lo] & real[b - lo]
         first[sel[ok][ok2]] = a[ok2]
         last[sel[ok][ok2]] = b[ok2]
-    keep = first >= 0
-    cand, gp, first, last, s0, s1 = cand[keep], gp[keep], first[keep], last[keep], s0[keep], s1[keep]
+    # spans with no task inside (``zero_grad``, a childless user annotation) are kept too: their
+    # time is an intra-thread delay that an edit may re-time
+    has = first >= 0
+    first, last = np.where(has, first, -1), np.where(has, last, -1)
     return Annotations.create(
         name_idx=ev.name_idx[cand].astype(np.int32),
         kind=np.full(cand.size, int(AnnotationKind.USER), dtype=np.int8),
@@ -472,8 +475,8 @@ def _cpu_spans(
         last_task_idx=last.astype(np.int32),
         ts_ns=s0,
         dur_ns=s1 - s0,
-        lead_ns=np.maximum(ts[first] - s0, 0),
-        tail_ns=np.maximum(s1 - end[last], 0),
+        lead_ns=np.where(has, np.maximum(ts[np.maximum(first, 0)] - s0, 0), 0),
+        tail_ns=np.where(has, np.maximum(s1 - end[np.maximum(last, 0)], 0), 0),
     )
 
 

@@ -101,7 +101,8 @@ def scale_by_name(
 
 
 def _cpu_only_spans(graph: ExecGraph) -> NDArray[np.bool_]:
-    """Per annotation: every task it covers (first to last, in processor order) is a CPU op."""
+    """Per annotation: every task it covers (first to last, in processor order) is a CPU op,
+    or it covers none."""
     a, t = graph.annotations, graph.tasks
     _, perm = graph.processor_order()
     pos = np.empty(graph.num_tasks, dtype=np.int64)
@@ -111,7 +112,8 @@ def _cpu_only_spans(graph: ExecGraph) -> NDArray[np.bool_]:
     lo = pos[np.maximum(a.first_task_idx, 0)]
     hi = pos[np.maximum(a.last_task_idx, 0)] + 1
     same = t.processor_idx[np.maximum(a.last_task_idx, 0)] == a.processor_idx
-    return has & same & (lo < hi) & (other[hi] - other[lo] == 0)
+    cpu_only = has & same & (lo < hi) & (other[hi] - other[lo] == 0)
+    return cpu_only | ~has  # a span with no task inside launched nothing
 
 
 def _union(
