@@ -19,6 +19,8 @@ condition                       why
 ``arrive[b]``                   busy GPU's steady stream of kernel ends is not mistaken for one
 reaction ``arrive[b] - end[u]``  a released thread reacts quickly; a thread busy with untraced
 ``<= REACTION_SHARE * gap``      work for most of the gap resumes long after the GPU went idle
+(``STRONG_REACTION_SHARE`` for   (a very long gap, or the thread's first one, is no
+very long or first gaps)         coincidence even after a slow reaction)
 gap longer than                 an ordinary overhead gap is not a wait, whatever ends in it:
 ``WAIT_FACTOR`` x the thread's  a wrongly found short wait ties a thread to another's
 median gap                      schedule, a missed one costs at most its own length
@@ -59,6 +61,7 @@ __all__ = [
     "BLOCKED_FACTOR",
     "BUSY_SHARE",
     "REACTION_SHARE",
+    "STRONG_REACTION_SHARE",
     "UNEXPLAINED_FACTOR",
     "WAIT_FACTOR",
     "BlockedCalls",
@@ -70,8 +73,11 @@ __all__ = [
     "overhead_floor_ns",
 ]
 
-#: A wait's reaction (release to resume) is at most this share of the gap it ends.
+#: A wait's reaction (release to resume) is at most this share of the gap it ends...
 REACTION_SHARE = 0.1
+#: ...or of a gap beyond ``UNEXPLAINED_FACTOR`` x the overhead, or of a thread's first gap
+#: (from the window's start, an arbitrary length), where a slow reaction is no coincidence.
+STRONG_REACTION_SHARE = 0.25
 #: A gap is a candidate wait when longer than this many times its thread's usual overhead.
 WAIT_FACTOR = 4
 #: A CPU releaser's thread was busy for at least this share of the gap it ends.
@@ -299,6 +305,7 @@ def attribute_gaps(
         key = key.reshape(-1)
         found: list[tuple[int, int, int, int]] = []  # (i, releaser, reaction, key)
         long_gaps = np.flatnonzero(gap > WAIT_FACTOR * max(floor, 1))
+        strong = gap > UNEXPLAINED_FACTOR * max(floor, 1)
         for i in long_gaps.tolist():
             b = int(tasks[i])
             if settled is not None and settled[b]:
@@ -307,14 +314,14 @@ def attribute_gaps(
             u = _releaser(int(prev_end[i]), int(arrive[b]), int(BUSY_SHARE * g), p, candidates,
                           end, next_start, on_stream)  # fmt: skip
             r = int(arrive[b] - end[u]) if u >= 0 else -1
-            if u >= 0 and r <= REACTION_SHARE * g:
+            share = STRONG_REACTION_SHARE if i == 0 or strong[i] else REACTION_SHARE
+            if u >= 0 and r <= share * g:
                 found.append((i, u, r, int(key[i])))
             elif i == 0:
                 diag.warn("thread_start_unexplained", f"task {int(tasks[0])}")
         # the same step of a program (same pair of ops, a gap of the same order between them)
         # waits every time or it did not wait: a release found in a minority of them is a
         # coincidence. Gaps beyond UNEXPLAINED_FACTOR x the overhead are rarely coincidences.
-        strong = gap > UNEXPLAINED_FACTOR * max(floor, 1)
         medium = long_gaps[~strong[long_gaps]]
         per_key = np.bincount(key[medium], minlength=int(key.max()) + 1)
         hits = np.bincount([k for i, *_, k in found if not strong[i]], minlength=per_key.size)
