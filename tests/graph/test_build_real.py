@@ -145,6 +145,11 @@ def test_graph_never_reads_future(nccl_graph):
     assert ok.mean() > 0.999
 
 
+#: GPU->CPU waits the build finds in the first step of the A100 trace (implicit syncs inside
+#: cuDNN/cutlass launches); pinned so that a change to gap attribution shows up here.
+FIRST_STEP_WAITS = 5
+
+
 def test_slower_gpu_stretches_steps_through_the_syncs(nccl_graph):
     """A step that starts by waiting for the previous step's GPU work counts that wait; the
     first step waits on the GPU too (200 us gaps on the main thread end microseconds after a
@@ -160,7 +165,7 @@ def test_slower_gpu_stretches_steps_through_the_syncs(nccl_graph):
     slow = [s["predicted_ns"] for s in simulate(g.with_durations(dur)).steps()]
     waits = g.edges.kind == int(DepKind.SYNC)
     first_step_waits = (g.tasks.ts_ns[g.edges.dst[waits]] < g.annotations.ts_ns[1]).sum()
-    assert first_step_waits == 3
+    assert first_step_waits == FIRST_STEP_WAITS
     assert slow[0] > 1.05 * base[0]
     assert all(s > 1.5 * b for s, b in zip(slow[1:], base[1:], strict=True))
 

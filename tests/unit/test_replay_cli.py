@@ -41,14 +41,14 @@ def test_outputs_and_schema(tmp_path, capsys):
 
 
 def test_replay_json_is_golden(tmp_path):
-    """Byte-identical output for the same input (regenerate the golden file on purpose only)."""
+    """Byte-identical output for the same input. The golden file is written by
+    ``python -m tests.golden.regenerate``, on purpose, never by this test."""
     _replay(tmp_path)
     produced = (tmp_path / "out" / "replay.json").read_text()
     doc = json.loads(produced)
     doc["sources"] = ["<trace>"]
     text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    if not GOLDEN.exists():  # pragma: no cover - first run writes it
-        GOLDEN.write_text(text)
+    assert GOLDEN.exists(), f"{GOLDEN} missing: run python -m tests.golden.regenerate"
     assert text == GOLDEN.read_text()
 
 

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         )
     rep = replay(workload, without=without, scale=scale, sources=sources)
     paths = write_replay(rep, args.out)
-    print(format_replay(rep.to_dict()))
+    print(format_replay(rep.to_dict(), verbose=bool(getattr(args, "verbose", False))))
     print(f"wrote {paths['replay']}, {paths['perfetto']}, {paths['sm_util']}")
     return 0
 
@@ -62,8 +62,55 @@ def _ms(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:10.3f}"
 
 
-def format_replay(doc: dict[str, Any]) -> str:
-    """The replay table: per step measured/predicted/error, then the two breakdowns."""
+#: Diagnostics worth a line in the short summary, and how to say them.
+_SHORT = {
+    "inter_stream_edge_contradicted": "inferred inter-stream edges dropped (contradicted)",
+    "sync_wait_contradicted": "sync waits dropped (contradicted)",
+    "sync_target_unknown": "syncs without a target",
+    "thread_start_unexplained": "threads started mid-trace with no cause (kept at offset)",
+    "gpu_gap_unexplained": "GPU tasks held back by nothing found (kept as delay)",
+    "inter_stream_edge_from_timing": "inter-stream edges inferred from timing",
+    "blocking_call_split": "blocking calls split into cost and wait",
+    "wait_coincidence_dropped": "coincident releases not taken as waits",
+}
+
+
+def _model_lines(s: dict[str, Any], verbose: bool) -> list[str]:
+    """What the build measured and inferred: calibration, time classes, diagnostics."""
+    out = []
+    cal = s.get("calibration") or {}
+    classes = s.get("time_classes") or []
+    parts = []
+    if "launch_latency_ns" in cal:
+        parts.append(f"launch latency {cal['launch_latency_ns'] / 1e3:.1f} us")
+    if cal.get("gpu_clock_offset_ns"):
+        parts.append(f"GPU clock moved {cal['gpu_clock_offset_ns'] / 1e3:+.1f} us")
+    tot = {k: sum(c[k] for c in classes) for k in
+           ("task_ns", "overhead_ns", "wait_ns", "unexplained_ns")}  # fmt: skip
+    span = sum(tot.values())
+    if span:
+        shares = ", ".join(f"{k.removesuffix('_ns')} {v / span * 100:.0f}%" for k, v in tot.items())
+        parts.append(f"step threads: {shares}")
+    if parts:
+        out.append("  model: " + "; ".join(parts))
+    diag = s.get("diagnostics") or {}
+    if verbose:
+        for code, d in diag.items():
+            out.append(f"  diagnostic {code}: {d['count']}" + (f" (e.g. {d['example']})"
+                                                               if d.get("example") else ""))
+    else:
+        short = [f"{diag[c]['count']} {text}" for c, text in _SHORT.items() if c in diag]
+        rest = sum(d["count"] for c, d in diag.items() if c not in _SHORT)
+        if rest:
+            short.append(f"{rest} other (lumos -v replay ... lists them)")
+        if short:
+            out.append("  diagnostics: " + "; ".join(short))
+    return out
+
+
+def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
+    """The replay table: per step measured/predicted/error, the two breakdowns, the critical
+    path, then what the model measured and inferred (every diagnostic with ``verbose``)."""
     lines: list[str] = []
     for s in doc.get("ranks", [doc]):
         lines.append(f"rank {s['rank']}")
@@ -97,4 +144,5 @@ def format_replay(doc: dict[str, Any]) -> str:
         if cp:
             parts = ", ".join(f"{k} {v * 100:.0f}%" for k, v in cp.items() if v >= 0.005)
             lines.append(f"  critical path: {parts}")
+        lines.extend(_model_lines(s, verbose))
     return "\n".join(lines)

@@ -214,6 +214,7 @@ class Accumulator:
         procs, remap = Processors.from_keys(keys, self.labels)
         proc_idx = remap[cols["proc"]]
         ts = cols["ts"]
+        _check_time_range(ts, cols["dur"], where)
         base_us = float(np.floor(ts.min()))
         ts_ns = np.int64(base_us) * 1000 + np.rint((ts - base_us) * 1000.0).astype(np.int64)
         dur_ns = np.rint(cols["dur"] * 1000.0).astype(np.int64)
@@ -248,3 +249,24 @@ class Accumulator:
             num_raw_events=self.num_raw,
             diagnostics=diagnostics,
         )
+
+
+#: Microseconds beyond which a time no longer fits int64 nanoseconds (with margin).
+_MAX_US = 9.0e15
+#: No trace spans 100 days.
+_MAX_SPAN_US = 100 * 86400 * 1e6
+
+
+def _check_time_range(ts: np.ndarray, dur: np.ndarray, where: str) -> None:
+    """Refuse timestamps or durations that are not finite or do not fit int64 nanoseconds
+    (one clear error instead of an overflowing cast)."""
+    bad = ~(np.isfinite(ts) & np.isfinite(dur) & (np.abs(ts) < _MAX_US) & (np.abs(dur) < _MAX_US))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise TraceFormatError(
+            where,
+            f"{int(bad.sum())} events have a timestamp or duration out of range "
+            f"(e.g. ts={ts[i]!r} us, dur={dur[i]!r} us)",
+        )
+    if ts.size and float(ts.max() - ts.min()) >= _MAX_SPAN_US:
+        raise TraceFormatError(where, "timestamps span more than 100 days: not one trace")

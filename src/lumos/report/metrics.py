@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lumos.graph.model import DepKind, ExecGraph, ProcessorKind, TaskKind
+from lumos.report.time_classes import step_time_classes
 from lumos.sim import _kernel
 from lumos.sim.result import SimResult
 
@@ -337,6 +338,9 @@ def replay_summary(result: SimResult, gi: int = 0, bin_ns: int = 1_000_000) -> d
     breakdown      {measured: {...4 parts}, predicted: {...}}    (over the windows)
     sm_util        {bin_ns, device, measured: [...], predicted: [...]}
     critical_path  {kind: share} (task kinds + "delay"), critical_path_ns
+    time_classes   [{name, task_ns, overhead_ns, wait_ns, unexplained_ns}] per step (recorded,
+                   on the step's thread; see :mod:`lumos.report.time_classes`)
+    calibration    what the build measured: launch_latency_ns, gpu_clock_offset_ns
     makespan_ns, diagnostics
     """
     g = result.graphs[gi]
@@ -381,5 +385,7 @@ def replay_summary(result: SimResult, gi: int = 0, bin_ns: int = 1_000_000) -> d
         "critical_path_ns": cp.kind_ns,
         "critical_path_delay_ns": cp.delay_ns,
         "makespan_ns": result.makespan_ns,
+        "time_classes": step_time_classes(g),
+        "calibration": dict(g.calibration),
         "diagnostics": {**g.diagnostics.to_dict(), **result.diagnostics.to_dict()},
     }

@@ -1,0 +1,43 @@
+"""Write the golden end-to-end outputs that tests compare against (run on purpose only):
+
+    python -m tests.golden.regenerate
+
+Each golden file is the output of one CLI command on a realdata trace, with the machine-specific
+``sources`` replaced. Tests read these files and never write them; review the diff before
+committing a regenerated file, it is a change of lumos's behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from lumos.cli.main import main as lumos_main
+from tests.realdata import TRACES, realdata_or_exit
+
+GOLDEN = Path(__file__).parent
+
+
+def replay_golden(trace: Path) -> str:
+    """``lumos replay TRACE`` -> replay.json text as the golden test compares it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        if lumos_main(["replay", str(trace), "-o", str(out)]) != 0:
+            raise SystemExit(f"lumos replay {trace} failed")
+        doc = json.loads((out / "replay.json").read_text())
+    doc["sources"] = ["<trace>"]
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def main() -> int:
+    trace = realdata_or_exit(TRACES["cuda_event_sync"])
+    target = GOLDEN / "replay_cuda_event_sync.json"
+    target.write_text(replay_golden(trace))
+    print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
