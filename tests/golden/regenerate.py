@@ -14,8 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lumos.cli.main import main as lumos_main
 from tests.realdata import TRACES, realdata_or_exit
+
+from lumos.cli.main import main as lumos_main
 
 GOLDEN = Path(__file__).parent
 
