@@ -39,10 +39,9 @@ __all__ = [
     "write_replay",
 ]
 
-#: Names accepted by ``without`` and what each removes. Removing ``launch`` also removes what
-#: tells the simulator when GPU work was submitted: every kernel then counts as submitted at
-#: time 0, so a stream synchronize waits for the whole stream. Use it to see how much the CPU
-#: side paces the GPU, not as a realistic scenario.
+#: Names accepted by ``without`` and what each removes. ``launch`` keeps the launches as the
+#: record of when GPU work was submitted (a synchronization still waits only for work launched
+#: before it) but no GPU task waits for its launch: how much the CPU side paces the GPU.
 ABLATIONS: dict[str, tuple[DepKind, ...]] = {
     "intra_thread": (DepKind.INTRA_THREAD,),
     "inter_thread": (DepKind.INTER_THREAD,),
@@ -116,6 +115,11 @@ def build_workload(
         _build_one, refs, workers=workers, dask_address=dask_address, on_done=on_done
     )
     ranks = [g.rank for g in graphs]
+    sizes = sorted({g.world_size for g in graphs})
+    if len(sizes) > 1:
+        which = ", ".join(f"{r.where} (world size {g.world_size})" for r, g in zip(refs, graphs,
+                                                                                  strict=True))
+        raise ConfigError(f"traces of different jobs cannot replay together: {which}")
     if len(set(ranks)) != len(ranks):
         raise ConfigError(
             "several traces claim the same rank "
@@ -176,8 +180,9 @@ def replay(
 ) -> Replay:
     """Simulate (an edited copy of) a workload and summarize every rank."""
     w = Workload.of(workload)
-    edited = Workload(tuple(apply_edits(g, without, scale) for g in w.graphs))
-    result = simulate(edited, cost_model)
+    cut = tuple(k for k in without if k != "launch")
+    edited = Workload(tuple(apply_edits(g, cut, scale) for g in w.graphs))
+    result = simulate(edited, cost_model, launch_paces="launch" not in without)
     summaries = tuple(replay_summary(result, gi) for gi in range(len(edited.graphs)))
     return Replay(edited, result, summaries, tuple(without), tuple(scale), tuple(sources))
 

@@ -31,6 +31,9 @@ CAUSE_WAIT = 3  # runtime wait target (cause_ref = target task)
 CAUSE_COLLECTIVE = 4  # last-arriving participant of its collective (cause_ref = that task)
 
 LAUNCH = 2  # DepKind.LAUNCH
+#: A LAUNCH edge that only records submission (``simulate(..., launch_paces=False)``): the GPU
+#: task does not wait for it, but synchronizations still wait only for work submitted so far.
+SOFT_LAUNCH = 102
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -230,7 +233,7 @@ def run(  # pragma: no cover - compiled
             # launches made by m, then event capture
             for k in range(out_ptr[m], out_ptr[m + 1]):
                 e = out_edge[k]
-                if e_kind[e] == LAUNCH:
+                if e_kind[e] == LAUNCH or e_kind[e] == SOFT_LAUNCH:
                     d = e_dst[e]
                     s = proc[d]
                     flag[d] = 1
@@ -257,6 +260,8 @@ def run(  # pragma: no cover - compiled
             # release successors
             for k in range(out_ptr[m], out_ptr[m + 1]):
                 e = out_edge[k]
+                if e_kind[e] == SOFT_LAUNCH:
+                    continue
                 d = e_dst[e]
                 c = e_end + e_delay[e]
                 if c < now:  # a negative delay never lets dst start before src starts

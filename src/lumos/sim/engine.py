@@ -47,9 +47,15 @@ def _cat(parts: Sequence[NDArray[Any]], dtype: type = np.int64) -> NDArray[Any]:
 
 
 def simulate(
-    graph_or_workload: ExecGraph | Workload, cost_model: CostModel | None = None
+    graph_or_workload: ExecGraph | Workload,
+    cost_model: CostModel | None = None,
+    *,
+    launch_paces: bool = True,
 ) -> SimResult:
     """Replay ``graph_or_workload`` with ``cost_model`` (default :class:`TracedCost`).
+
+    ``launch_paces=False`` is the "GPU not paced by the CPU" ablation: a GPU task no longer waits
+    for its launch, yet a synchronization still waits only for work launched before it.
 
     Raises :class:`~lumos.errors.SimulationError` when some tasks can never start (a deadlock:
     e.g. a synchronize waiting on work launched only after it, or a collective one rank never
@@ -99,6 +105,8 @@ def simulate(
     src = _cat([g.edges.src.astype(_I64) + t_off[i] for i, g in enumerate(graphs)])
     e_dst = _cat([g.edges.dst.astype(_I64) + t_off[i] for i, g in enumerate(graphs)])
     e_kind = _cat([g.edges.kind for g in graphs], np.int8)
+    if not launch_paces:
+        e_kind = np.where(e_kind == DepKind.LAUNCH, _kernel.SOFT_LAUNCH, e_kind).astype(np.int8)
     e_delay = _cat([g.edges.delay_ns for g in graphs])
     if len(graphs) == 1:
         out_ptr, out_edge = graphs[0].csr_out()
@@ -107,7 +115,8 @@ def simulate(
         out_edge = np.argsort(src, kind="stable").astype(_I64)
         out_ptr = np.zeros(n + 1, dtype=_I64)
         np.cumsum(np.bincount(src, minlength=n)[:n], out=out_ptr[1:])
-    in_count = np.bincount(e_dst, minlength=n).astype(_I64)[:n] if len(e_dst) else np.zeros(n, _I64)
+    hard = e_dst[e_kind != _kernel.SOFT_LAUNCH]
+    in_count = np.bincount(hard, minlength=n).astype(_I64)[:n] if len(hard) else np.zeros(n, _I64)
 
     # launched-so-far per stream: tasks with no launch edge count as launched at time 0
     is_gpu = np.isin(
@@ -115,7 +124,7 @@ def simulate(
         np.array([TaskKind.KERNEL, TaskKind.MEMCPY, TaskKind.MEMSET, TaskKind.COMM], np.int8),
     )
     launched_dst = np.zeros(n, dtype=bool)
-    launched_dst[e_dst[e_kind == DepKind.LAUNCH]] = True
+    launched_dst[e_dst[(e_kind == DepKind.LAUNCH) | (e_kind == _kernel.SOFT_LAUNCH)]] = True
     # "launched so far" is the contiguous prefix of a stream's order whose tasks have all been
     # launched: a sync never waits on a task queued behind work that is not submitted yet
     # (with fixed stream order, waiting on it could deadlock when timing differs from the trace)
