@@ -38,6 +38,7 @@ _PARAM = "param/et_replay/tests/inputs"
 TRACES: dict[str, str] = {
     # Kineto, GPU
     "nccl_a100": f"{_HTA}/nccl_parser_config/nccl_data.json.gz",
+    "gpu_bound_v100": f"{_HTA}/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
     "alltoall_4streams": f"{_HTA}/trace_diff/control/control.json.gz",
     "v100_stream_wait_event": f"{_HTA}/df_index_resolver/df_index_resolver.json.gz",
     "sendrecv_5streams_rank0": f"{_HTA}/trace_filter/sampled_rank-0.json.gz",

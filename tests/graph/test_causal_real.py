@@ -1,0 +1,85 @@
+"""Causality on real traces: edits move the replay the way the hardware would.
+
+Each test changes the *work* and checks where the simulation puts the steps. A model that
+freezes the recording into delays fails the first one: before causal gap attribution, halving
+the kernels of the GPU-bound V100 rank changed none of its steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tests.realdata import trace
+
+from lumos.graph.build import build_graph
+from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind
+from lumos.ingest.kineto import read_kineto
+from lumos.sim import simulate
+
+#: Traces with several ProfilerSteps.
+STEPPED = ["nccl_a100", "v100_stream_wait_event", "gpu_bound_v100", "alltoall_4streams"]
+#: Every Kineto trace with steps that the causality properties must hold on.
+ALL = [*STEPPED, "rccl_mi300", "legacy_2021_v100", "sendrecv_5streams_rank0", "hip_mi250",
+       "cuda_event_sync", "backward_thread", "gloo_cpu_only"]  # fmt: skip
+
+
+def _graph(name: str) -> ExecGraph:
+    return build_graph(read_kineto(trace(name)))
+
+
+def _steps(g: ExecGraph) -> list[int]:
+    return [s["predicted_ns"] for s in simulate(g).steps()]
+
+
+def _halve_kernels(g: ExecGraph) -> ExecGraph:
+    kernel = g.tasks.kind == int(TaskKind.KERNEL)
+    return g.with_durations(np.where(kernel, g.tasks.dur_ns // 2, g.tasks.dur_ns))
+
+
+def test_a_gpu_bound_step_gets_shorter_when_kernels_get_faster():
+    """The V100 rank's GPU is busy for the whole step from the second step on; its steps then
+    shrink with the kernels (the first step is paced by the CPU and data loading)."""
+    g = _graph("gpu_bound_v100")
+    base, fast = _steps(g), _steps(_halve_kernels(g))
+    change = [f / b - 1 for b, f in zip(base, fast, strict=True)]
+    assert abs(change[0]) < 0.01
+    assert all(-0.60 < c < -0.45 for c in change[1:]), [f"{c:+.1%}" for c in change]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_faster_kernels_never_make_a_step_slower(name):
+    g = _graph(name)
+    base, fast = _steps(g), _steps(_halve_kernels(g))
+    assert all(f <= b * 1.01 for b, f in zip(base, fast, strict=True))
+
+
+@pytest.mark.parametrize("name", STEPPED)
+def test_removing_a_step_moves_the_next_one_earlier_by_its_length(name):
+    g = _graph(name)
+    t, a, e = g.tasks, g.annotations, g.edges
+    steps = np.flatnonzero(a.kind == int(AnnotationKind.STEP))
+    lo0, _ = simulate(g).annotation_spans()
+    k = steps[len(steps) // 2 - 1]
+    s0, s1 = int(a.ts_ns[k]), int(a.ts_ns[k] + a.dur_ns[k])
+    inside = (t.ts_ns >= s0) & (t.ts_ns < s1)
+    delay = np.where(inside[e.dst] & inside[e.src] & (e.kind != DepKind.LAUNCH), 0, e.delay_ns)
+    removed = g.with_durations(np.where(inside, 0, t.dur_ns)).replace(
+        edges=e.replace(delay_ns=delay)
+    )
+    lo, _ = simulate(removed).annotation_spans()
+    nxt = steps[len(steps) // 2]
+    moved = (lo0[nxt] - lo[nxt]) / a.dur_ns[k]
+    assert 0.9 < moved <= 1.0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_no_wait_points_at_a_task_that_ended_after_the_thread_resumed(name):
+    """A wait found in a gap is on a task that ended before the thread went on (recorded)."""
+    g = _graph(name)
+    t, e = g.tasks, g.edges
+    wait = np.isin(e.kind, [int(DepKind.INTER_THREAD), int(DepKind.SYNC)])
+    on_thread = np.isin(t.kind[e.dst], [int(k) for k in (TaskKind.CPU_OP, TaskKind.RUNTIME)])
+    sel = wait & on_thread
+    src_end = t.ts_ns[e.src[sel]] + t.dur_ns[e.src[sel]]
+    assert (t.ts_ns[e.dst[sel]] + 1_000 >= src_end).all()
+    assert (e.delay_ns[sel] >= 0).all()

@@ -1,0 +1,130 @@
+"""Causal replay predicts runs it never saw.
+
+Ground truth comes from :mod:`tests.refmodel`, an independent model of the CUDA runtime (threads
+with Python overhead, launches, streams joined by events, blocking copies, ``.item()`` syncs, a
+backward thread, NCCL with waiting for peers, a polling thread, GPU work queued before the
+window, a lagging GPU clock) that writes a Kineto trace for a baseline and for changed runs of
+the same program. lumos replays the *baseline* with ``--scale`` and must predict the changed
+run's steps. Guessing "unchanged" fails these tests (checked below), so they can fail.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.refmodel import CHANGES, SCENARIOS, build_program, generate, step_durations, write_trace
+from tests.refmodel.program import Op, is_cpu_only, iter_nodes
+
+from lumos.cli.main import main
+from lumos.graph.build import build_graph
+from lumos.graph.edits import scale_by_name
+from lumos.ingest.kineto import read_kineto
+from lumos.sim import simulate
+
+#: Compute kernels of the reference model (its NCCL kernels, copies and sets do not match).
+KERNELS = r"^(void |sm[0-9]+_)"
+NCCL = r"^nccl"
+MAX_STEP_ERROR = 0.05
+MAX_MEAN_ERROR = 0.02
+
+
+def cpu_only_pattern(scenario: str) -> str:
+    """A regex matching exactly the ops the model's ``cpu_scale`` multiplies."""
+    program = build_program(scenario, 0)
+    yes: set[str] = set()
+    no: set[str] = set()
+    for thread in program.threads:
+        for node in iter_nodes(thread.body):
+            if isinstance(node, Op):
+                (yes if is_cpu_only(node) else no).add(node.name)
+    return "^(" + "|".join(re.escape(n) for n in sorted(yes - no)) + ")$"
+
+
+def scale_of(scenario: str, change: str) -> list[tuple[str, float]]:
+    factors = CHANGES[change]
+    out = []
+    if "kernel_scale" in factors:
+        out.append((KERNELS, factors["kernel_scale"]))
+    if "cpu_scale" in factors:
+        out.append((cpu_only_pattern(scenario), factors["cpu_scale"]))
+    if "nccl_scale" in factors:
+        out.append((NCCL, factors["nccl_scale"]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def baselines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("refmodel")
+    out = {}
+    for scenario in SCENARIOS:
+        out[scenario] = d / f"{scenario}.base.json.gz"
+        write_trace(generate(scenario), out[scenario])
+    return out
+
+
+def _errors(path: Path, scenario: str, change: str) -> list[float]:
+    g = build_graph(read_kineto(path))
+    edited, _ = scale_by_name(g, scale_of(scenario, change))
+    predicted = [s["predicted_ns"] for s in simulate(edited).steps()]
+    truth = step_durations(scenario, **CHANGES[change])
+    assert len(predicted) == len(truth)
+    return [p / t - 1 for p, t in zip(predicted, truth, strict=True)]
+
+
+CASES = [
+    (s, c)
+    for s in SCENARIOS
+    for c in CHANGES
+    if c != "base" and (c != "nccl_x3" or s in ("backward_thread_nccl", "mixed"))
+]
+
+
+@pytest.mark.parametrize(("scenario", "change"), CASES)
+def test_predicts_the_changed_run(baselines, scenario, change):
+    errors = _errors(baselines[scenario], scenario, change)
+    assert max(abs(e) for e in errors) <= MAX_STEP_ERROR, [f"{e:+.2%}" for e in errors]
+
+
+def test_mean_error_over_every_changed_run(baselines):
+    errors = [abs(e) for s, c in CASES for e in _errors(baselines[s], s, c)]
+    assert np.mean(errors) <= MAX_MEAN_ERROR
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_baseline_replays_its_own_steps(baselines, scenario):
+    g = build_graph(read_kineto(baselines[scenario]))
+    predicted = [s["predicted_ns"] for s in simulate(g).steps()]
+    truth = step_durations(scenario)
+    assert np.allclose(predicted, truth, rtol=0.002)
+
+
+def test_guessing_unchanged_would_fail():
+    """The changes are large enough that a model which never speeds up fails the tests."""
+    for scenario, change in (("gpu_bound", "kernels_x0.5"), ("mixed", "nccl_x3"),
+                             ("cpu_bound", "cpu_x2"), ("polling_thread", "kernels_x0.5")):  # fmt: skip
+        base = step_durations(scenario)
+        changed = step_durations(scenario, **CHANGES[change])
+        assert max(abs(c / b - 1) for b, c in zip(base, changed, strict=True)) > 0.2
+
+
+def test_cli_predicts_a_speed_up(baselines, tmp_path):
+    """The user's path: ``lumos replay BASE --scale REGEX=0.5``."""
+    import json
+
+    out = tmp_path / "r"
+    assert main(["replay", str(baselines["gpu_bound"]), "-o", str(out),
+                 "--scale", f"{KERNELS}=0.5"]) == 0  # fmt: skip
+    doc = json.loads((out / "replay.json").read_text())
+    predicted = [s["predicted_ns"] for s in doc["steps"]]
+    truth = step_durations("gpu_bound", kernel_scale=0.5)
+    for p, t in zip(predicted, truth, strict=True):
+        assert abs(p / t - 1) < 0.01
+
+
+def test_a_scale_that_matches_nothing_is_an_error(baselines, capsys, tmp_path):
+    assert main(["replay", str(baselines["cpu_bound"]), "-o", str(tmp_path / "r"),
+                 "--scale", "no_such_kernel=0.5"]) == 1  # fmt: skip
+    assert "matches no task" in capsys.readouterr().err
