@@ -128,3 +128,21 @@ def test_a_scale_that_matches_nothing_is_an_error(baselines, capsys, tmp_path):
     assert main(["replay", str(baselines["cpu_bound"]), "-o", str(tmp_path / "r"),
                  "--scale", "no_such_kernel=0.5"]) == 1  # fmt: skip
     assert "matches no task" in capsys.readouterr().err
+
+
+def test_a_converted_et_predicts_the_same_changed_run(baselines, tmp_path):
+    """``lumos convert`` writes the waits as data dependencies: the Chakra ET, read back,
+    answers a what-if exactly as the Kineto trace does."""
+    from lumos.chakra.io import read_chakra
+    from lumos.chakra.mapping import from_chakra
+    from lumos.convert import convert
+
+    convert([baselines["mixed"]], tmp_path / "et", workers=1)
+    (et,) = sorted(tmp_path.glob("et.*.et"))
+    from_et = from_chakra(read_chakra(et))
+    from_kineto = build_graph(read_kineto(baselines["mixed"]))
+    scale = scale_of("mixed", "kernels_x0.5")
+    via_et = [s["predicted_ns"] for s in simulate(scale_by_name(from_et, scale)[0]).steps()]
+    via_kineto = [s["predicted_ns"] for s in simulate(scale_by_name(from_kineto, scale)[0]).steps()]
+    assert via_et == via_kineto
+    assert not from_et.diagnostics.count("chakra_deps_edited")
