@@ -58,19 +58,18 @@ from lumos.graph.build_tasks import MARK, TaskLayout
 from lumos.graph.model import DepKind
 
 __all__ = [
-    "BLOCKED_FACTOR",
     "BUSY_SHARE",
     "REACTION_SHARE",
     "STRONG_REACTION_SHARE",
     "UNEXPLAINED_FACTOR",
     "WAIT_FACTOR",
-    "BlockedCalls",
+    "Candidates",
     "GapPlan",
     "attribute_gaps",
-    "blocked_calls",
-    "blocking_ops",
-    "merge_blocked",
+    "next_on_processor",
     "overhead_floor_ns",
+    "releaser",
+    "thread_gaps",
 ]
 
 #: A wait's reaction (release to resume) is at most this share of the gap it ends...
@@ -86,8 +85,6 @@ BUSY_SHARE = 0.02
 UNEXPLAINED_FACTOR = 20
 #: A thread needs this many positive gaps of its own to measure its usual overhead.
 MIN_OWN_GAPS = 50
-#: A launch call this many times longer than its name's median blocked (a full launch queue).
-BLOCKED_FACTOR = 10
 _NEVER = np.iinfo(np.int64).max
 
 
@@ -116,136 +113,6 @@ def overhead_floor_ns(gaps: NDArray[np.int64]) -> int:
     return int(np.median(pos)) if pos.size else 0
 
 
-@dataclass(frozen=True, eq=False)
-class BlockedCalls:
-    """Enqueue calls (kernel launches, async copies) that blocked on a full launch queue.
-
-    ``call[i]`` keeps ``cost_ns[i]`` (the median cost of calls of its name); the thread's next
-    task ``next_task[i]`` waits for ``releaser[i]``, the GPU task whose end freed a queue slot,
-    plus ``reaction_ns[i]`` (recorded, from the releaser's end to the next task's start);
-    ``gap_ns[i]`` is the recorded gap after the call.
-    """
-
-    call: NDArray[np.int64]
-    cost_ns: NDArray[np.int64]
-    next_task: NDArray[np.int64]
-    releaser: NDArray[np.int64]
-    reaction_ns: NDArray[np.int64]
-    gap_ns: NDArray[np.int64]
-
-
-def blocked_calls(
-    layout: TaskLayout,
-    names: NDArray[np.int32],
-    enqueue_name: NDArray[np.bool_],
-    arrive: NDArray[np.int64],
-    end: NDArray[np.int64],
-    on_stream: NDArray[np.bool_],
-    launcher: NDArray[np.int64],
-) -> BlockedCalls:
-    """Launch calls that returned only when a GPU task ended (the CUDA launch queue was full).
-
-    A call of an enqueueing runtime function (``enqueue_name[name]``) longer than
-    ``BLOCKED_FACTOR`` times its name's median, whose return follows the end of a GPU task
-    launched before the call began by at most ``REACTION_SHARE`` of its excess, blocked: it keeps
-    its name's median cost and the wait becomes a dependency of the thread's next task.
-    ``names`` is each task's name index.
-    """
-    n = len(layout)
-    dur = end - arrive
-    cand = np.flatnonzero((layout.kind == 1) & (layout.event_idx >= 0) & ~layout.is_wait)
-    cand = cand[enqueue_name[names[cand]]]
-    out: dict[str, list[int]] = {k: [] for k in ("call", "cost", "next", "rel", "r", "gap")}
-    if cand.size:
-        gpu = np.flatnonzero(on_stream & (layout.event_idx >= 0) & (end > arrive))
-        by_end = gpu[np.argsort(end[gpu], kind="stable")]
-        ends = end[by_end]
-        launch_ts = np.where(launcher >= 0, arrive[np.maximum(launcher, 0)], -1)
-        for name in np.unique(names[cand]).tolist():
-            calls = cand[names[cand] == name]
-            typical = int(np.median(dur[calls]))
-            for c in calls[dur[calls] > BLOCKED_FACTOR * max(typical, 1)].tolist():
-                nxt = c + 1
-                if nxt >= n or layout.processor_idx[nxt] != layout.processor_idx[c]:
-                    continue
-                k = int(np.searchsorted(ends, end[c], side="right")) - 1
-                while k >= 0 and ends[k] > arrive[c]:
-                    u = int(by_end[k])
-                    k -= 1
-                    if 0 <= launch_ts[u] < arrive[c]:
-                        break
-                else:
-                    continue
-                r = int(end[c] - end[u])
-                if r > REACTION_SHARE * (int(dur[c]) - typical):
-                    continue
-                out["call"].append(c)
-                out["cost"].append(typical)
-                out["next"].append(nxt)
-                out["rel"].append(u)
-                out["r"].append(int(arrive[nxt] - end[u]))
-                out["gap"].append(max(int(arrive[nxt] - end[c]), 0))
-    a = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
-    return BlockedCalls(a["call"], a["cost"], a["next"], a["rel"], a["r"], a["gap"])
-
-
-def blocking_ops(
-    layout: TaskLayout,
-    arrive: NDArray[np.int64],
-    end: NDArray[np.int64],
-    on_stream: NDArray[np.bool_],
-) -> BlockedCalls:
-    """Leaf CPU ops whose recorded span holds a wait on another thread (``backward()`` on the
-    main thread while the autograd thread runs the backward pass).
-
-    A leaf op longer than ``WAIT_FACTOR`` times the usual overhead ends at most
-    ``REACTION_SHARE`` of its length after a task ``u`` of another thread that then drained,
-    whose thread began working inside the op and worked at least ``BUSY_SHARE`` of it: the op
-    keeps its cost up to the moment that thread began (the hand-off happened before), and the
-    thread's next task waits for ``u`` plus the recorded reaction.
-    """
-    n = len(layout)
-    real = layout.event_idx >= 0
-    thread_gaps = _thread_gaps(layout, arrive, end, on_stream, real)
-    gaps = [g for g in thread_gaps.values()]
-    floor = overhead_floor_ns(np.concatenate([np.zeros(0, np.int64), *gaps]))
-    dur = end - arrive
-    cand = np.flatnonzero((layout.kind == 0) & real & ~on_stream & (dur > WAIT_FACTOR * max(floor, 1)))
-    same_next = np.zeros(n, dtype=bool)
-    same_next[:-1] = layout.processor_idx[1:] == layout.processor_idx[:-1]
-    next_start = np.full(n, _NEVER, dtype=np.int64)
-    next_start[:-1] = np.where(same_next[:-1], arrive[1:], _NEVER)
-    candidates = [_Candidates.of(layout, q, arrive, end, end) for q in range(len(layout.processors))]
-    out: dict[str, list[int]] = {k: [] for k in ("call", "cost", "next", "rel", "r", "gap")}
-    for t in cand.tolist():
-        nxt = t + 1
-        if nxt >= n or not same_next[t]:
-            continue
-        d = int(dur[t])
-        u = _releaser(int(arrive[t]), int(end[t]), int(BUSY_SHARE * d), int(layout.processor_idx[t]),
-                      candidates, end, next_start, on_stream | ~real)  # fmt: skip
-        if u < 0 or on_stream[u] or end[t] - end[u] > REACTION_SHARE * d:
-            continue
-        c = candidates[int(layout.processor_idx[u])]
-        began = c.starts[int(np.searchsorted(c.starts, arrive[t], side="left"))]
-        out["call"].append(t)
-        out["cost"].append(int(min(max(began - arrive[t], 0), d)))
-        out["next"].append(nxt)
-        out["rel"].append(u)
-        out["r"].append(int(arrive[nxt] - end[u]))
-        out["gap"].append(max(int(arrive[nxt] - end[t]), 0))
-    a = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
-    return BlockedCalls(a["call"], a["cost"], a["next"], a["rel"], a["r"], a["gap"])
-
-
-def merge_blocked(a: BlockedCalls, b: BlockedCalls) -> BlockedCalls:
-    """Both sets of blocked tasks (a task found by both keeps ``a``'s entry)."""
-    keep = ~np.isin(b.call, a.call)
-    return BlockedCalls(*(np.concatenate([getattr(a, f), getattr(b, f)[keep]])
-                          for f in ("call", "cost_ns", "next_task", "releaser", "reaction_ns",
-                                    "gap_ns")))  # fmt: skip
-
-
 def attribute_gaps(
     layout: TaskLayout,
     arrive: NDArray[np.int64],
@@ -263,16 +130,11 @@ def attribute_gaps(
     not looked at; ``recorded_end`` (default ``end``) are the ends before blocked calls were
     shortened: a call that blocked was busy, not idle.
     """
-    n = len(layout)
     ev = layout.event_idx
     real = (ev >= 0) | (ev == MARK)
-    # the next task on each task's processor, and when it began (the drain test)
-    same_next = np.zeros(n, dtype=bool)
-    same_next[:-1] = layout.processor_idx[1:] == layout.processor_idx[:-1]
-    next_start = np.full(n, _NEVER, dtype=np.int64)
-    next_start[:-1] = np.where(same_next[:-1], arrive[1:], _NEVER)
+    _, next_start = next_on_processor(layout, arrive)  # the drain test
     busy_end = end if recorded_end is None else recorded_end
-    candidates = [_Candidates.of(layout, q, arrive, end, busy_end)
+    candidates = [Candidates.of(layout, q, arrive, end, busy_end)
                   for q in range(len(layout.processors))]  # fmt: skip
 
     src: list[int] = []
@@ -282,8 +144,8 @@ def attribute_gaps(
     intra: list[int] = []
     n_proc = len(layout.processors)
     released_start = np.zeros(n_proc, dtype=bool)
-    thread_gaps = _thread_gaps(layout, arrive, end, on_stream, real)
-    trace_floor = overhead_floor_ns(np.concatenate([np.zeros(0, np.int64), *thread_gaps.values()]))
+    gaps_of = thread_gaps(layout, arrive, end, on_stream, real)
+    trace_floor = overhead_floor_ns(np.concatenate([np.zeros(0, np.int64), *gaps_of.values()]))
     for p in range(n_proc):
         lo, hi = int(layout.proc_ptr[p]), int(layout.proc_ptr[p + 1])
         if hi - lo < 2 or on_stream[lo]:
@@ -296,7 +158,7 @@ def attribute_gaps(
         prev_end[0] = layout.origin_ns
         prev_end[1:] = end[tasks[:-1]]
         gap = arrive[tasks] - prev_end
-        own = thread_gaps.get(p, gap[1:])
+        own = gaps_of.get(p, gap[1:])
         # a thread with few gaps of its own (a poller, a worker) mostly waits: its median gap is
         # a wait, and its usual overhead is that of all threads together
         floor = overhead_floor_ns(own) if (own > 0).sum() >= MIN_OWN_GAPS else trace_floor
@@ -311,7 +173,7 @@ def attribute_gaps(
             if settled is not None and settled[b]:
                 continue
             g = int(gap[i])
-            u = _releaser(int(prev_end[i]), int(arrive[b]), int(BUSY_SHARE * g), p, candidates,
+            u = releaser(int(prev_end[i]), int(arrive[b]), int(BUSY_SHARE * g), p, candidates,
                           end, next_start, on_stream)  # fmt: skip
             r = int(arrive[b] - end[u]) if u >= 0 else -1
             share = STRONG_REACTION_SHARE if i == 0 or strong[i] else REACTION_SHARE
@@ -348,7 +210,7 @@ def attribute_gaps(
 
 
 @dataclass(frozen=True, eq=False)
-class _Candidates:
+class Candidates:
     """One processor's possible releasers: its real tasks in order, their running-max ends
     (non-decreasing, for binary search), starts, and the busy time before each."""
 
@@ -365,7 +227,7 @@ class _Candidates:
         arrive: NDArray[np.int64],
         end: NDArray[np.int64],
         busy_end: NDArray[np.int64],
-    ) -> _Candidates:
+    ) -> Candidates:
         lo, hi = int(layout.proc_ptr[q]), int(layout.proc_ptr[q + 1])
         tq = np.arange(lo, hi)[(layout.event_idx[lo:hi] >= 0) & (end[lo:hi] > arrive[lo:hi])]
         busy = np.concatenate(([0], np.cumsum(busy_end[tq] - arrive[tq]))).astype(np.int64)
@@ -373,12 +235,12 @@ class _Candidates:
         return cls(tq, ends, arrive[tq], busy)
 
 
-def _releaser(
+def releaser(
     gap_start: int,
     resume: int,
     min_busy_ns: int,
     thread: int,
-    candidates: list[_Candidates],
+    candidates: list[Candidates],
     end: NDArray[np.int64],
     next_start: NDArray[np.int64],
     on_stream: NDArray[np.bool_],
@@ -407,7 +269,7 @@ def _releaser(
 
 
 
-def _thread_gaps(
+def thread_gaps(
     layout: TaskLayout,
     arrive: NDArray[np.int64],
     end: NDArray[np.int64],
@@ -424,3 +286,15 @@ def _thread_gaps(
         tasks = tasks[real[tasks]]
         out[p] = arrive[tasks[1:]] - end[tasks[:-1]]
     return out
+
+
+def next_on_processor(
+    layout: TaskLayout, arrive: NDArray[np.int64]
+) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
+    """Whether each task has a next task on its processor, and when that one began."""
+    n = len(layout)
+    same_next = np.zeros(n, dtype=bool)
+    same_next[:-1] = layout.processor_idx[1:] == layout.processor_idx[:-1]
+    next_start = np.full(n, _NEVER, dtype=np.int64)
+    next_start[:-1] = np.where(same_next[:-1], arrive[1:], _NEVER)
+    return same_next, next_start
