@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "report",
     "info",
     "replay",
+    "estimate",
     "link",
     "chakra",
     "convert",

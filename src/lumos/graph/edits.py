@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from lumos.errors import ConfigError
 from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind
 
-__all__ = ["ScaleRecord", "scale_by_name"]
+__all__ = ["ScaleRecord", "scale_by_name", "slow_down"]
 
 
 @dataclass(frozen=True)
@@ -137,3 +137,18 @@ def _measure(lo: NDArray[np.int64], hi: NDArray[np.int64], x: NDArray[np.int64])
     km = np.maximum(k - 1, 0)
     partial = np.where(k > 0, np.clip(x - lo[km], 0, hi[km] - lo[km]), 0)
     return full[km] + partial
+
+
+def slow_down(graph: ExecGraph, factor: float) -> ExecGraph:
+    """A straggling rank: every task but communication, and the CPU overhead between tasks
+    (intra-thread delays), take ``factor`` times as long. Waits, launch latencies and the
+    collectives' transfers are unchanged: the other ranks feel it only through what waits for
+    this one."""
+    if not factor > 0:
+        raise ConfigError(f"slow_down: factor must be > 0, got {factor}")
+    t, e = graph.tasks, graph.edges
+    comm = np.isin(t.kind, [int(TaskKind.COMM), int(TaskKind.CPU_COMM)])
+    dur = np.where(comm, t.dur_ns, np.rint(t.dur_ns * factor)).astype(np.int64)
+    intra = e.kind == int(DepKind.INTRA_THREAD)
+    delay = np.where(intra, np.rint(e.delay_ns * factor), e.delay_ns).astype(np.int64)
+    return graph.with_durations(dur).replace(edges=e.replace(delay_ns=delay))

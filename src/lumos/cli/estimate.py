@@ -1,0 +1,91 @@
+"""``lumos estimate TRACE... --set KEY=VALUE -o DIR``: what-if scenarios against the baseline."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lumos.cli._progress import progress_bar
+from lumos.estimate import estimate, parse_scenario, parse_sweep, write_estimate
+from lumos.estimate.scenario import KEYS
+from lumos.ingest.detect import expand_paths
+from lumos.replay import build_workload
+
+__all__ = ["format_estimate", "register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``estimate`` verb."""
+    p = sub.add_parser(
+        "estimate",
+        help="what-if: predict step time for another configuration",
+        description="Replay the traced ranks as the baseline, then simulate each scenario "
+        "(--set, repeatable, one KEY=VALUE each; --sweep KEY=V1,V2 for one scenario per value) "
+        f"and compare. Keys: {', '.join(KEYS)}. Writes DIR/estimate.json (rows, baseline first).",
+    )
+    p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="one scenario setting, e.g. dp=16, straggler=3:1.5, link=2:2")
+    p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="one scenario per value (on top of --set)")
+    p.add_argument("--topology", default=None, metavar="NAME|FILE",
+                   help="network for scenarios that re-time communication (a preset or TOML)")
+    p.add_argument("--algorithm", default="auto", help="collective algorithm (default: auto)")
+    p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
+    p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
+    p.set_defaults(func=run)  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    """Estimate every scenario, print the table, write estimate.json."""
+    base = parse_scenario(args.sets)
+    scenarios = parse_sweep(base, args.sweep) if args.sweep else [base]
+    n = len(expand_paths(args.paths))
+    with progress_bar("building graphs", n) as advance:
+        workload, sources = build_workload(
+            args.paths, workers=args.workers, dask_address=args.dask, on_done=advance
+        )
+    factory = comm_model_factory(args.topology, args.algorithm) if args.topology else None
+    est = estimate(workload, scenarios, comm_model=factory)
+    est = type(est)(est.rows, tuple(sources))
+    path = write_estimate(est, args.out)
+    print(format_estimate(est.to_dict()))
+    print(f"wrote {path}")
+    return 0
+
+
+def comm_model_factory(topology: str, algorithm: str) -> Any:
+    """The communication cost model for ``--topology`` (see :mod:`lumos.cost`)."""
+    from lumos.cost.comm_model import comm_model_for
+
+    return comm_model_for(topology, algorithm)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:10.3f}"
+
+
+def format_estimate(doc: dict[str, Any]) -> str:
+    """Baseline and scenarios side by side: step time, change, the four-way breakdown."""
+    rows = doc["rows"]
+    base = rows[0]["step_ns"] or 1
+    parts = ("exposed_compute_ns", "overlapped_ns", "exposed_comm_ns", "other_ns")
+    head = f"{'scenario':<28}{'step ms':>10}{'change':>9}" + "".join(
+        f"{p.removesuffix('_ns').replace('_', ' '):>18}" for p in parts
+    )
+    lines = [head]
+    for r in rows:
+        label = r["config"]["label"]
+        if "measured_step_ns" in r:
+            label += f" (measured {r['measured_step_ns'] / 1e6:.3f})"
+        change = (r["step_ns"] / base - 1) * 100
+        line = f"{label:<28}{_ms(r['step_ns'])}{change:+8.1f}%"
+        line += "".join(f"{_ms(r['breakdown'].get(p, 0)):>18}" for p in parts)
+        lines.append(line)
+    if len(rows[0]["ranks"]) > 1:
+        lines.append("per-rank step ms:")
+        for r in rows:
+            per = " ".join(f"{x['rank']}:{x['step_ns'] / 1e6:.2f}" for x in r["ranks"])
+            lines.append(f"  {r['config']['label']:<26}{per}")
+    return "\n".join(lines)

@@ -1,0 +1,157 @@
+"""Run scenarios: edit the graphs, pick the cost model, simulate, compare with the baseline.
+
+The table (``estimate.json``, DESIGN §7) has one row per scenario, the baseline first:
+
+============  ===================================================================
+field         meaning
+============  ===================================================================
+``config``    the scenario's keys (``{}`` for the baseline) and ``label``
+``step_ns``   predicted step time of the job: per step the slowest rank, averaged
+``ranks``     per rank: ``rank``, ``step_ns`` (its own steps, averaged)
+``breakdown`` the four-way breakdown of the slowest rank over its steps
+``model``     ``traced`` (durations as recorded) or the communication model used
+============  ===================================================================
+
+The baseline row also has ``measured_step_ns`` (the recording). Rows of scenarios that change
+communication (``dp``, ``link``) use the communication model; the others replay communication
+as traced, so a straggler delays the other ranks exactly through the collectives that wait for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lumos._io import atomic_write
+from lumos.errors import ConfigError
+from lumos.estimate.scenario import Scenario
+from lumos.graph.edits import slow_down
+from lumos.graph.model import Workload
+from lumos.report.metrics import replay_summary
+from lumos.sim import simulate
+from lumos.sim.cost import CostModel, TracedCost
+
+__all__ = ["Estimate", "EstimateRow", "estimate", "write_estimate"]
+
+#: Builds the communication cost model for a scenario (``dp``, ``link``); see the CLI.
+CommModelFactory = Callable[[Workload, Scenario], tuple[CostModel, str]]
+
+
+@dataclass(frozen=True)
+class EstimateRow:
+    """One scenario's prediction (see the module docstring for the fields)."""
+
+    scenario: Scenario
+    step_ns: int
+    rank_step_ns: tuple[tuple[int, int], ...]
+    breakdown: dict[str, int]
+    model: str
+    measured_step_ns: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "config": {**self.scenario.to_dict(), "label": self.scenario.label},
+            "step_ns": self.step_ns,
+            "ranks": [{"rank": r, "step_ns": s} for r, s in self.rank_step_ns],
+            "breakdown": self.breakdown,
+            "model": self.model,
+        }
+        if self.measured_step_ns is not None:
+            out["measured_step_ns"] = self.measured_step_ns
+        return out
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Rows, baseline first, and where the traces came from."""
+
+    rows: tuple[EstimateRow, ...]
+    sources: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sources": list(self.sources), "rows": [r.to_dict() for r in self.rows]}
+
+
+def _edit(workload: Workload, s: Scenario) -> Workload:
+    slow = dict(s.straggler)
+    missing = sorted(set(slow) - set(workload.ranks))
+    if missing:
+        raise ConfigError(f"straggler rank {missing[0]} is not in the workload "
+                          f"(ranks {', '.join(map(str, workload.ranks))})")  # fmt: skip
+    return workload.replace_graphs(
+        slow_down(g, slow[g.rank]) if g.rank in slow else g for g in workload.graphs
+    )
+
+
+def _mean_ns(values: Sequence[int] | np.ndarray) -> int:
+    return round(float(np.mean(values))) if len(values) else 0
+
+
+def _row(workload: Workload, s: Scenario, cost: CostModel, model: str) -> EstimateRow:
+    result = simulate(workload, cost)
+    summaries = [replay_summary(result, gi) for gi in range(len(workload.graphs))]
+    predicted = [[st["predicted_ns"] for st in sm["steps"]] for sm in summaries]
+    measured = [[st["measured_ns"] for st in sm["steps"]] for sm in summaries]
+    if not all(predicted):  # a rank without ProfilerSteps: compare whole runs
+        predicted = [[sm["window_ns"]["predicted"][1] - sm["window_ns"]["predicted"][0]]
+                     for sm in summaries]  # fmt: skip
+        measured = [[sm["window_ns"]["measured"][1] - sm["window_ns"]["measured"][0]]
+                    for sm in summaries]  # fmt: skip
+    n = min(len(p) for p in predicted)
+    job = np.max([p[:n] for p in predicted], axis=0)
+    job_measured = np.max([m[:n] for m in measured], axis=0)
+    slowest = int(np.argmax([np.mean(p) for p in predicted]))
+    return EstimateRow(
+        scenario=s,
+        step_ns=_mean_ns(job),
+        rank_step_ns=tuple(
+            (sm["rank"], _mean_ns(p)) for sm, p in zip(summaries, predicted, strict=True)
+        ),
+        breakdown=summaries[slowest]["breakdown"]["predicted"],
+        model=model,
+        measured_step_ns=_mean_ns(job_measured) if s.is_baseline else None,
+    )
+
+
+def estimate(
+    workload: Workload,
+    scenarios: Sequence[Scenario],
+    *,
+    comm_model: CommModelFactory | None = None,
+) -> Estimate:
+    """The baseline (replayed as traced) and every scenario, simulated; see the module docstring.
+
+    ``comm_model(workload, scenario)`` returns the cost model and its name for scenarios that
+    re-time communication; without one, such a scenario is a :class:`ConfigError`.
+    """
+    rows = [_row(workload, Scenario(), TracedCost(), "traced")]
+    for s in scenarios:
+        if s.is_baseline:
+            continue
+        edited = _edit(workload, s)
+        if s.needs_comm_model:
+            if comm_model is None:
+                raise ConfigError(f"{s.label}: re-timing communication needs a network: "
+                                  "give --topology (a preset name or a TOML file)")  # fmt: skip
+            cost, name = comm_model(edited, s)
+        else:
+            cost, name = TracedCost(), "traced"
+        rows.append(_row(edited, s, cost, name))
+    return Estimate(tuple(rows))
+
+
+def write_estimate(est: Estimate, out_dir: str | os.PathLike[str]) -> Path:
+    """Write ``DIR/estimate.json`` (atomically); returns its path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "estimate.json"
+    with atomic_write(path) as f:
+        json.dump(est.to_dict(), f, indent=1, sort_keys=True, allow_nan=False)
+        f.write("\n")
+    return path

@@ -1,0 +1,100 @@
+"""``lumos estimate``: scenarios, the straggler what-if, estimate.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests.realdata import trace
+
+from lumos.cli.main import main
+from lumos.errors import ConfigError
+from lumos.estimate import estimate, parse_scenario, parse_sweep
+from lumos.graph.model import CommType, TaskKind, Workload
+from lumos.graph.synthetic import GraphBuilder
+
+
+def two_ranks(compute_ns: tuple[int, int], transfer_ns: int = 50) -> Workload:
+    """Each rank: a step of compute, then an all-reduce of both ranks, then 10 ns of work."""
+    graphs = []
+    for rank, compute in enumerate(compute_ns):
+        b = GraphBuilder(rank=rank, world_size=2)
+        st = b.stream(7)
+        pg = b.process_group("0", (0, 1))
+        first = b.task(st, "gemm", compute)
+        c = b.comm(CommType.ALL_REDUCE, 1 << 20, pg, seq_id=1)
+        b.task(st, "ncclAllReduce", transfer_ns, TaskKind.COMM, comm=c)
+        last = b.task(st, "after", 10)
+        b.annotate("ProfilerStep#1", st, first, last, dur_ns=compute + transfer_ns + 10)
+        graphs.append(b.build().validate())
+    return Workload(tuple(graphs))
+
+
+def test_a_straggler_delays_the_others_through_the_collective():
+    """Rank 0 computes 100 ns, rank 1 80 ns (20 ns of slack); all-reduce 50 ns; 10 ns after.
+    Rank 1 at 2x: compute 160, the all-reduce runs 160-210 on both ranks, rank 0 ends at 220
+    (+60: rank 1's extra 80 less its slack 20), rank 1 at 210 + 20 = 230."""
+    w = two_ranks((100, 80))
+    est = estimate(w, [parse_scenario(["straggler=1:2"])])
+    base, slow = est.rows
+    assert dict(base.rank_step_ns) == {0: 160, 1: 160}
+    assert dict(slow.rank_step_ns) == {0: 220, 1: 230}
+    assert slow.step_ns == 230
+
+
+def test_a_straggler_with_enough_slack_delays_only_itself():
+    """Rank 1 computes 40 ns: at 2x (80 ns) it still arrives before rank 0 (100 ns); only its
+    own 10 ns of work after the collective doubles."""
+    w = two_ranks((100, 40))
+    est = estimate(w, [parse_scenario(["straggler=1:2"])])
+    assert dict(est.rows[1].rank_step_ns) == {0: 160, 1: 170}
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["tp=2"], "unknown key"),
+        (["dp=two"], "integer"),
+        (["straggler=3"], "RANK:FACTOR"),
+        (["straggler=3:0"], "FACTOR>0"),
+        (["dp"], "KEY=VALUE"),
+    ],
+)
+def test_bad_settings_are_one_clear_error(sets, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_scenario(sets)
+
+
+def test_sweep_gives_one_scenario_per_value():
+    base = parse_scenario(["straggler=1:1.5"])
+    labels = [s.label for s in parse_sweep(base, ["dp=16,32"])]
+    assert labels == ["dp=16 straggler=1:1.5", "dp=32 straggler=1:1.5"]
+
+
+def test_communication_scenarios_need_a_network():
+    with pytest.raises(ConfigError, match="--topology"):
+        estimate(two_ranks((100, 80)), [parse_scenario(["dp=16"])])
+
+
+def test_a_straggler_rank_must_exist():
+    with pytest.raises(ConfigError, match="not in the workload"):
+        estimate(two_ranks((100, 80)), [parse_scenario(["straggler=5:2"])])
+
+
+def test_estimate_json_on_the_8_rank_dlrm_run(tmp_path, capsys):
+    """The real 8-rank run: the baseline replays the recording; rank 3 at 1.5x makes its own
+    step longer by about half its busy time and delays ranks that wait for it at collectives."""
+    out = tmp_path / "est"
+    assert main(["estimate", str(trace("dlrm_kineto_8rank")), "--set", "straggler=3:1.5",
+                 "-o", str(out), "--workers", "1"]) == 0  # fmt: skip
+    doc = json.loads((out / "estimate.json").read_text())
+    base, slow = doc["rows"]
+    assert base["config"] == {"label": "baseline"}
+    assert base["step_ns"] == base["measured_step_ns"]
+    assert slow["config"] == {"straggler": {"3": 1.5}, "label": "straggler=3:1.5"}
+    before = {r["rank"]: r["step_ns"] for r in base["ranks"]}
+    after = {r["rank"]: r["step_ns"] for r in slow["ranks"]}
+    assert after[3] > before[3] * 1.1
+    assert all(after[r] >= before[r] for r in before)
+    assert sum(after[r] > before[r] for r in before if r != 3) >= 2
+    assert "straggler=3:1.5" in capsys.readouterr().out
