@@ -17,6 +17,7 @@ from typing import Any
 
 from lumos._io import atomic_write
 from lumos.chakra.trace import ChakraTrace
+from lumos.diagnostics import Diagnostics
 from lumos.errors import ConfigError, NoTracesError
 from lumos.graph.build import align_ranks, build_graph
 from lumos.graph.edits import scale_by_name
@@ -125,7 +126,32 @@ def build_workload(
             "several traces claim the same rank "
             f"({', '.join(r.where for r in refs)}); replay one rank's file at a time"
         )
-    return Workload(align_ranks(graphs)), tuple(r.where for r in refs)
+    return Workload(align_ranks(graphs), _partial(graphs)), tuple(r.where for r in refs)
+
+
+def _partial(graphs: Sequence[ExecGraph]) -> Diagnostics:
+    """A counted warning naming the ranks of the job that were not traced (a partial workload:
+    collectives with those peers keep their traced timing, waiting included)."""
+    diag = Diagnostics()
+    world = max(g.world_size for g in graphs)
+    missing = sorted(set(range(world)) - {g.rank for g in graphs})
+    if missing and len(graphs) > 1:
+        diag.warn("partial_workload_missing_ranks", _ranges(missing), len(missing))
+    return diag
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """``[2, 3, 4, 9]`` -> ``"2-4, 9"``."""
+    out: list[str] = []
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        out.append(f"{start}-{prev}" if prev > start else f"{start}")
+        if r is not None:
+            start = prev = r
+    return ", ".join(out)
 
 
 def parse_scale(specs: Iterable[str]) -> tuple[tuple[str, float], ...]:
@@ -181,7 +207,7 @@ def replay(
     """Simulate (an edited copy of) a workload and summarize every rank."""
     w = Workload.of(workload)
     cut = tuple(k for k in without if k != "launch")
-    edited = Workload(tuple(apply_edits(g, cut, scale) for g in w.graphs))
+    edited = w.replace_graphs(apply_edits(g, cut, scale) for g in w.graphs)
     result = simulate(edited, cost_model, launch_paces="launch" not in without)
     summaries = tuple(replay_summary(result, gi) for gi in range(len(edited.graphs)))
     return Replay(edited, result, summaries, tuple(without), tuple(scale), tuple(sources))

@@ -82,3 +82,18 @@ def test_bad_options_are_one_line(tmp_path, capsys, args, message):
     assert main(["replay", str(realdata(SMALL)), "-o", str(tmp_path / "o"), *args]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_two_ranks_of_a_larger_job_replay_as_a_partial_workload(tmp_path, capsys):
+    """HTA's trace_filter pair: ranks 0 and 1 of a 128-rank job replay together; the 126
+    missing peers are named in the diagnostics (and the summary), not crashed on."""
+    from tests.realdata import trace
+
+    out = tmp_path / "tf"
+    paths = [str(trace("sendrecv_5streams_rank0")), str(trace("sendrecv_5streams_rank1"))]
+    assert main(["replay", *paths, "-o", str(out)]) == 0
+    doc = json.loads((out / "replay.json").read_text())
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    missing = doc["diagnostics"]["partial_workload_missing_ranks"]
+    assert missing == {"count": 126, "example": "2-127"}
+    assert "126 ranks of the job not traced" in capsys.readouterr().out

@@ -72,6 +72,8 @@ _SHORT = {
     "inter_stream_edge_from_timing": "inter-stream edges inferred from timing",
     "blocking_call_split": "blocking calls split into cost and wait",
     "wait_coincidence_dropped": "coincident releases not taken as waits",
+    "partial_workload_missing_ranks": "ranks of the job not traced (their collectives keep "
+    "traced timing)",
 }
 
 

@@ -187,6 +187,7 @@ def simulate(
 
     # collectives: rendezvous for groups of >= 2 traced participants
     groups = workload.collective_groups()
+    diags.merge(workload.diagnostics)
     diags.merge(groups.diagnostics)
     transfer = np.asarray(cost.transfer_ns(workload, groups, durations), dtype=_I64)
     sizes = groups.sizes()
