@@ -182,6 +182,17 @@ def test_eight_ranks_replay_together_with_matched_collectives():
     rep = replay(w)
     errors = [abs(s["steps"][0]["error"]) for s in rep.summaries]
     assert max(errors) < 0.005
+    # each collective ends across the ranks as it did in the trace (relative to its first end)
+    for k in range(groups.num_groups):
+        lo, hi = groups.indptr[k], groups.indptr[k + 1]
+        rec, pred = [], []
+        for gi, t in zip(groups.member_graph[lo:hi], groups.member_task[lo:hi], strict=True):
+            g = w.graphs[int(gi)]
+            rec.append(int(g.tasks.ts_ns[t] + g.tasks.dur_ns[t]))
+            pred.append(int(rep.result.ends(int(gi))[t]))
+        spread_rec = np.array(rec) - min(rec)
+        spread_pred = np.array(pred) - min(pred)
+        assert np.abs(spread_rec - spread_pred).max() <= 10_000
 
 
 def test_a_straggling_gloo_rank_stays_late_in_a_two_rank_replay():
