@@ -112,12 +112,12 @@ def calibrate_from_graph(graph_or_workload: ExecGraph | Workload) -> list[Calibr
             xs, ys = samples.setdefault(key, ([], []))
             xs.append(size)
             ys.append(max(int(t.dur_ns[task]) - int(c.wait_ns[row]), 0))
-    rows = []
-    for (kind, p), (xs, ys) in sorted(samples.items()):
+    rows: list[CalibrationRow] = []
+    for (name, p), (xs, ys) in sorted(samples.items()):
         distinct = len(set(xs))
         if distinct < 2:
-            rows.append(CalibrationRow(kind, p, len(xs), distinct, None,
+            rows.append(CalibrationRow(name, p, len(xs), distinct, None,
                                        "one size only: latency and bandwidth not separable"))
             continue
-        rows.append(CalibrationRow(kind, p, len(xs), distinct, fit_alpha_beta(xs, ys)))
+        rows.append(CalibrationRow(name, p, len(xs), distinct, fit_alpha_beta(xs, ys)))
     return rows
