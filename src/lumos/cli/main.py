@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "link",
     "chakra",
     "convert",
+    "comm",
 )
 
 

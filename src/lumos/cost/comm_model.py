@@ -1,0 +1,144 @@
+"""``CommCost``: the simulator's cost model with communication times from the alpha-beta model.
+
+Non-communication tasks cost what the trace recorded (through the ``fallback`` model, by
+default :class:`~lumos.sim.cost.TracedCost`). A GPU communication task (``TaskKind.COMM``)
+whose :class:`~lumos.graph.model.Comms` row has a known kind and ``size_bytes > 0`` costs the
+modelled time of that collective over its process group (:func:`collective_time`). Waiting for
+peers is not a cost: in a multi-rank simulation the peers produce it; on a single rank (a
+collective with one traced participant) the waiting the trace recorded is dropped, so a
+single-rank replay with this model shows the collective as if every peer arrived together.
+
+Group size: the ranks of the task's process group (``graph.process_groups[pg_idx].ranks``;
+the world size when the trace does not list them), unless ``group_size`` names the group (by
+its name or its description, e.g. ``{"dp": 16}``). A matched collective takes its kind, size and
+process group from its first member (in rank order); with ``link={rank: factor}``, the bandwidth terms of a
+collective are multiplied by the largest factor among its ranks (the group's ranks when known,
+else its traced members): the slowest link paces a synchronous collective.
+
+Tasks whose kind is UNKNOWN or whose size is not positive keep their traced time (the
+fallback's); ``diagnostics`` counts them after each call (``comm_kept_traced_unknown_kind``,
+``comm_kept_traced_unknown_size``) and the modelled ones (``comm_modelled``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lumos.cost.collectives import Link, collective_time
+from lumos.cost.topology import Topology
+from lumos.diagnostics import Diagnostics
+from lumos.errors import ConfigError
+from lumos.graph.kinds import CommType, TaskKind
+from lumos.sim.cost import CostModel, TracedCost
+
+if TYPE_CHECKING:
+    from lumos.graph.algorithms import CollectiveGroups
+    from lumos.graph.model import ExecGraph, Workload
+
+__all__ = ["CommCost"]
+
+
+class CommCost:
+    """Modelled communication on ``network`` (a :class:`Topology` or a flat :class:`Link`),
+    traced everything else. See the module docstring for the rules."""
+
+    def __init__(
+        self,
+        network: Topology | Link,
+        *,
+        algorithm: str = "auto",
+        protocol: str = "simple",
+        group_size: Mapping[str, int] | None = None,
+        link: Mapping[int, float] | None = None,
+        fallback: CostModel | None = None,
+    ) -> None:
+        self.network = network
+        self.algorithm = algorithm
+        self.protocol = protocol
+        self.group_size = dict(group_size or {})
+        self.link = dict(link or {})
+        for rank, factor in self.link.items():
+            if not factor > 0:
+                raise ConfigError(f"link factor of rank {rank} must be positive, got {factor}")
+        for name, size in self.group_size.items():
+            if size < 1:
+                raise ConfigError(f"group size of {name!r} must be >= 1, got {size}")
+        self.fallback: CostModel = TracedCost() if fallback is None else fallback
+        self.diagnostics = Diagnostics()
+
+    # -- one collective ------------------------------------------------------------------
+
+    def _group(self, graph: ExecGraph, pg_idx: int) -> tuple[int, tuple[int, ...]]:
+        """(group size, the group's ranks or ()) with the overrides applied."""
+        pg = graph.process_groups[pg_idx] if 0 <= pg_idx < len(graph.process_groups) else None
+        if pg is not None:
+            for key in (pg.name, pg.desc):
+                if key and key in self.group_size:
+                    return self.group_size[key], pg.ranks
+            if pg.ranks:
+                return len(pg.ranks), pg.ranks
+        return graph.world_size, ()
+
+    def _known(self, graph: ExecGraph, row: int) -> bool:
+        kind, size = int(graph.comms.kind[row]), int(graph.comms.size_bytes[row])
+        if kind == CommType.UNKNOWN:
+            self.diagnostics.warn("comm_kept_traced_unknown_kind")
+            return False
+        if size <= 0:
+            self.diagnostics.warn("comm_kept_traced_unknown_size")
+            return False
+        return True
+
+    def _time(self, graph: ExecGraph, row: int, ranks: tuple[int, ...]) -> int:
+        c = graph.comms
+        p, pg_ranks = self._group(graph, int(c.pg_idx[row]))
+        t = collective_time(int(c.kind[row]), int(c.size_bytes[row]), p, self.network,
+                            algorithm=self.algorithm, protocol=self.protocol)  # fmt: skip
+        factor = max((self.link.get(r, 1.0) for r in (pg_ranks or ranks)), default=1.0)
+        self.diagnostics.warn("comm_modelled")
+        return (t.with_bandwidth_scaled(factor) if factor != 1.0 else t).time_ns
+
+    # -- the CostModel protocol ----------------------------------------------------------
+
+    def durations(self, graph: ExecGraph) -> NDArray[np.int64]:
+        """Traced durations, with each COMM task of known kind and size modelled."""
+        self.diagnostics = Diagnostics()
+        dur = np.array(self.fallback.durations(graph), dtype=np.int64, copy=True)
+        t = graph.tasks
+        for task in np.flatnonzero((t.kind == TaskKind.COMM) & (t.comm_idx >= 0)).tolist():
+            row = int(t.comm_idx[task])
+            if self._known(graph, row):
+                dur[task] = self._time(graph, row, (graph.rank,))
+        return dur
+
+    def transfer_ns(
+        self,
+        workload: Workload,
+        groups: CollectiveGroups,
+        durations: tuple[NDArray[np.int64], ...],
+    ) -> NDArray[np.int64]:
+        """One time per participant: the modelled time of its group where the group is GPU
+        communication of known kind and size, the fallback's transfer otherwise."""
+        self.diagnostics = Diagnostics()
+        n_members = len(groups.member_task)
+        base = np.asarray(self.fallback.transfer_ns(workload, groups, durations), dtype=np.int64)
+        if base.shape == (groups.num_groups,):
+            base = np.repeat(base, groups.sizes())
+        out = np.array(base, dtype=np.int64, copy=True).reshape(n_members)
+        graphs = workload.graphs
+        for k in range(groups.num_groups):
+            lo, hi = int(groups.indptr[k]), int(groups.indptr[k + 1])
+            members = [(graphs[int(groups.member_graph[i])], int(groups.member_task[i]))
+                       for i in range(lo, hi)]  # fmt: skip
+            if any(g.tasks.kind[task] != TaskKind.COMM for g, task in members):
+                continue
+            g, task = members[0]
+            row = int(g.tasks.comm_idx[task])
+            if not self._known(g, row):
+                continue
+            out[lo:hi] = self._time(g, row, tuple(m.rank for m, _ in members))
+        return out
