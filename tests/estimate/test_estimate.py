@@ -98,3 +98,29 @@ def test_estimate_json_on_the_8_rank_dlrm_run(tmp_path, capsys):
     assert all(after[r] >= before[r] for r in before)
     assert sum(after[r] > before[r] for r in before if r != 3) >= 2
     assert "straggler=3:1.5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("dp", [2, 8, 16, 64])
+def test_dp_re_times_the_all_reduce_for_the_new_group(dp):
+    """Two traced ranks of a DP job: with dp=N the all-reduce takes the model's time for N
+    ranks on the topology, and each rank's step is compute + that time + 10 ns."""
+    from lumos.cost.collectives import collective_time
+    from lumos.cost.comm_model import comm_model_for
+    from lumos.cost.topology import preset
+
+    w = two_ranks((100, 100), transfer_ns=50)
+    est = estimate(w, [parse_scenario([f"dp={dp}"])], comm_model=comm_model_for("dgx-h100"))
+    expected = collective_time(int(CommType.ALL_REDUCE), 1 << 20, dp, preset("dgx-h100")).time_ns
+    row = est.rows[1]
+    assert dict(row.rank_step_ns) == {0: 110 + expected, 1: 110 + expected}
+    assert row.model.startswith("comm:")
+
+
+def test_exposed_communication_grows_with_the_dp_group_on_the_dlrm_run(tmp_path):
+    out = tmp_path / "est"
+    assert main(["estimate", str(trace("dlrm_kineto_8rank")), "--sweep", "dp=8,16,32,64",
+                 "--topology", "dgx-a100", "-o", str(out), "--workers", "1"]) == 0  # fmt: skip
+    rows = json.loads((out / "estimate.json").read_text())["rows"]
+    assert [r["config"]["label"] for r in rows] == ["baseline", "dp=8", "dp=16", "dp=32", "dp=64"]
+    exposed = [r["breakdown"]["exposed_comm_ns"] for r in rows[1:]]
+    assert exposed == sorted(exposed) and exposed[-1] > 5 * exposed[0]

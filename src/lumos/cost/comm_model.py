@@ -22,14 +22,14 @@ fallback's); ``diagnostics`` counts them after each call (``comm_kept_traced_unk
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from lumos.cost.collectives import Link, collective_time
-from lumos.cost.topology import Topology
+from lumos.cost.topology import Topology, resolve_topology
 from lumos.diagnostics import Diagnostics
 from lumos.errors import ConfigError
 from lumos.graph.kinds import CommType, TaskKind
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from lumos.graph.algorithms import CollectiveGroups
     from lumos.graph.model import ExecGraph, Workload
 
-__all__ = ["CommCost"]
+__all__ = ["CommCost", "comm_model_for"]
 
 
 class CommCost:
@@ -53,9 +53,11 @@ class CommCost:
         algorithm: str = "auto",
         protocol: str = "simple",
         group_size: Mapping[str, int] | None = None,
+        resize_kinds: tuple[CommType, ...] | None = None,
         link: Mapping[int, float] | None = None,
         fallback: CostModel | None = None,
     ) -> None:
+        self.resize_kinds = None if resize_kinds is None else {int(k) for k in resize_kinds}
         self.network = network
         self.algorithm = algorithm
         self.protocol = protocol
@@ -72,15 +74,20 @@ class CommCost:
 
     # -- one collective ------------------------------------------------------------------
 
-    def _group(self, graph: ExecGraph, pg_idx: int) -> tuple[int, tuple[int, ...]]:
-        """(group size, the group's ranks or ()) with the overrides applied."""
+    def _group(self, graph: ExecGraph, pg_idx: int, kind: int) -> tuple[int, tuple[int, ...]]:
+        """(group size, the group's ranks or ()) with the overrides applied (to collectives of
+        ``resize_kinds`` only, when given). A collective whose process group the trace does not
+        name is job-wide: the override keyed ``""`` applies to it."""
+        resize = self.resize_kinds is None or kind in self.resize_kinds
         pg = graph.process_groups[pg_idx] if 0 <= pg_idx < len(graph.process_groups) else None
         if pg is not None:
             for key in (pg.name, pg.desc):
-                if key and key in self.group_size:
+                if resize and key and key in self.group_size:
                     return self.group_size[key], pg.ranks
             if pg.ranks:
                 return len(pg.ranks), pg.ranks
+        if resize and "" in self.group_size:
+            return self.group_size[""], ()
         return graph.world_size, ()
 
     def _known(self, graph: ExecGraph, row: int) -> bool:
@@ -95,7 +102,7 @@ class CommCost:
 
     def _time(self, graph: ExecGraph, row: int, ranks: tuple[int, ...]) -> int:
         c = graph.comms
-        p, pg_ranks = self._group(graph, int(c.pg_idx[row]))
+        p, pg_ranks = self._group(graph, int(c.pg_idx[row]), int(c.kind[row]))
         t = collective_time(int(c.kind[row]), int(c.size_bytes[row]), p, self.network,
                             algorithm=self.algorithm, protocol=self.protocol)  # fmt: skip
         factor = max((self.link.get(r, 1.0) for r in (pg_ranks or ranks)), default=1.0)
@@ -142,3 +149,28 @@ class CommCost:
                 continue
             out[lo:hi] = self._time(g, row, tuple(m.rank for m, _ in members))
         return out
+
+
+def comm_model_for(topology: str, algorithm: str = "auto") -> Callable[..., tuple[CostModel, str]]:
+    """The factory ``lumos estimate`` uses: ``(workload, scenario) -> (CommCost, name)``.
+
+    ``dp=N`` resizes the all-reduces of every *job-wide* process group (its ranks span the
+    job's world size, or the trace does not name it): in a data-parallel job those are the
+    gradient all-reduces. Other collectives (a DLRM's embedding all-to-alls) keep their group.
+    ``link=RANK:FACTOR`` slows that rank's network. ``topology`` is a preset name or a TOML file.
+    """
+    network = resolve_topology(topology)
+
+    def factory(workload: Workload, scenario: Any) -> tuple[CostModel, str]:
+        group_size: dict[str, int] = {}
+        if scenario.dp is not None:
+            group_size[""] = scenario.dp
+            for g in workload.graphs:
+                for pg in g.process_groups:
+                    if not pg.ranks or len(pg.ranks) >= g.world_size:
+                        group_size[pg.name] = scenario.dp
+        cost = CommCost(network, algorithm=algorithm, group_size=group_size,
+                        resize_kinds=(CommType.ALL_REDUCE,), link=dict(scenario.link))  # fmt: skip
+        return cost, f"comm:{network.name or topology}/{algorithm}"
+
+    return factory
