@@ -55,6 +55,7 @@ TRACES: dict[str, str] = {
         "kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
     ),
     "rccl_mi300": "TraceLens/tests/traces/mi300/resnet_act_checkpoint.json.gz",
+    "allgather_b200": "TraceLens/tests/traces/b200/eager_trace.json.gz",
     "cuda_sync_mock_h100": "kineto/docs/traces/after_fix_trace.json",
     # ET + Kineto pairs (link)
     "simple_add_kineto": f"{_HTA}/execution_trace/benchmark_simple_add_trace.json.gz",

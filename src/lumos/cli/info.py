@@ -119,9 +119,9 @@ def format_summary(s: dict[str, Any]) -> str:
         ]
         lines.append("  collectives: " + ", ".join(parts))
     if s["comm_kernels"]:
-        lines.append(
-            "  comm kernels: " + ", ".join(f"{k} x{n}" for k, n in s["comm_kernels"].items())
-        )
+        ns = s.get("comm_kernel_ns", {})
+        parts = [f"{k} x{n} ({_ms(ns.get(k, 0))})" for k, n in s["comm_kernels"].items()]
+        lines.append("  comm kernels: " + ", ".join(parts))
     for f in s["flags"]:
         lines.append(f"  note: {f}")
     for k, v in s["diagnostics"].items():

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lumos.diagnostics import Diagnostics
-from lumos.graph.model import CommType, ExecGraph, TaskKind, Workload
+from lumos.graph.model import COMM_TASK_KINDS, CommType, ExecGraph, Workload
 
 __all__ = [
     "CollectiveGroups",
@@ -136,7 +136,7 @@ def match_collectives(workload: Workload) -> CollectiveGroups:
     for gi, g in enumerate(workload.graphs):
         t = g.tasks
         sel = np.flatnonzero(
-            ((t.kind == TaskKind.COMM) | (t.kind == TaskKind.CPU_COMM)) & (t.comm_idx >= 0)
+            np.isin(t.kind, np.array(COMM_TASK_KINDS, np.int8)) & (t.comm_idx >= 0)
         )
         if not len(sel):
             continue

@@ -1,9 +1,11 @@
-"""Communication tasks of a graph: which collective call each NCCL kernel or gloo span serves.
+"""Communication tasks of a graph: which collective call each comm kernel or gloo span serves.
 
-An NCCL/RCCL kernel is tied to the host-side collective call whose span (on the launching
-thread) encloses its launch; a gloo worker span is the ``work_event_idx`` of its call. Kind,
-size, process group and sequence number come from that call; a kernel with no call keeps the
-kind its name says and an unknown size (counted).
+A communication kernel (``is_comm_kernel``) is tied to the host-side collective call whose span
+(on the launching thread) encloses its launch; a gloo worker span is the ``work_event_idx`` of
+its call. Kind, size, process group and sequence number come from that call. A kernel with no
+call (DeepEP, NVSHMEM and custom all-reduce kernels never have one) keeps the kind its name says
+(``kernel_collective``) and an unknown size, and is counted as
+``comm_task_without_collective_call``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from numpy.typing import NDArray
 
 from lumos.diagnostics import Diagnostics
 from lumos.graph.build_tasks import TaskLayout
-from lumos.graph.model import Comms, CommType, ProcessGroup, TaskKind
+from lumos.graph.model import COMM_TASK_KINDS, Comms, CommType, ProcessGroup, TaskKind
 from lumos.ingest.comm_names import kernel_collective
 from lumos.ingest.kineto import KinetoTrace
 
@@ -58,7 +60,7 @@ def build_comms(
     comm_idx = np.full(len(layout), -1, dtype=np.int32)
     rows: list[int] = []
     kind_of_row: list[int] = []
-    tasks = np.flatnonzero(np.isin(layout.kind, (int(TaskKind.COMM), int(TaskKind.CPU_COMM))))
+    tasks = np.flatnonzero(np.isin(layout.kind, [int(k) for k in COMM_TASK_KINDS]))
     gp_to_trace = layout.processors
     for t in tasks.tolist():
         e = int(layout.event_idx[t])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 __all__ = [
+    "COMM_TASK_KINDS",
     "CPU_TASK_KINDS",
     "GPU_TASK_KINDS",
     "AnnotationKind",
@@ -41,6 +42,9 @@ GPU_TASK_KINDS: tuple[TaskKind, ...] = (
 )
 #: Task kinds that run on a CPU thread.
 CPU_TASK_KINDS: tuple[TaskKind, ...] = (TaskKind.CPU_OP, TaskKind.RUNTIME, TaskKind.CPU_COMM)
+#: Task kinds that are communication: a kernel that ``lumos.ingest.comm_names.is_comm_kernel``
+#: names (NCCL/RCCL, DeepEP, NVSHMEM, custom all-reduces) or a host-side collective span.
+COMM_TASK_KINDS: tuple[TaskKind, ...] = (TaskKind.COMM, TaskKind.CPU_COMM)
 
 
 class DepKind(IntEnum):

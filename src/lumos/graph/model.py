@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 from lumos.diagnostics import Diagnostics
 from lumos.errors import GraphError
 from lumos.graph.kinds import (
+    COMM_TASK_KINDS,
     CPU_TASK_KINDS,
     GPU_TASK_KINDS,
     AnnotationKind,
@@ -60,6 +61,7 @@ from lumos.graph.tables import (
 )
 
 __all__ = [
+    "COMM_TASK_KINDS",
     "CPU_TASK_KINDS",
     "GPU_TASK_KINDS",
     "AnnotationKind",

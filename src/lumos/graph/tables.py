@@ -322,10 +322,18 @@ class Annotations(_Table):
 
 @dataclass(frozen=True, eq=False)
 class Comms(_Table):
-    """Communication operations, referenced by ``Tasks.comm_idx``."""
+    """Communication operations, referenced by ``Tasks.comm_idx``.
+
+    ``size_bytes`` is the message size as the collective defines it, one convention for every
+    dialect (see :mod:`lumos.ingest.kineto_comms`): all_reduce, broadcast, reduce: the tensor;
+    all_gather: the OUTPUT (gathered buffer); reduce_scatter: the INPUT (full buffer before
+    scattering); all_to_all: the bytes this rank sends in total; gather/scatter: the full buffer
+    at the root (shard x group size); send/recv: the message. -1 (or 0 from older writers)
+    when unknown.
+    """
 
     kind: NDArray[np.int8]  # CommType
-    size_bytes: NDArray[np.int64]
+    size_bytes: NDArray[np.int64]  # see the class docstring
     pg_idx: NDArray[np.int32]  # into ExecGraph.process_groups, -1 if unknown
     seq_id: NDArray[np.int64]  # -1 if unknown
     peer_rank: NDArray[np.int32]  # p2p peer (global rank), -1

@@ -10,6 +10,55 @@ peers); sizes come from "Input Dims" x "Input type", p2p peer and tag from "Conc
 One row per collective *call*: nested candidates on one thread fold into their outermost one;
 a gloo worker span is joined to the n-th call of the same kind (``work_event_idx``), and worker
 spans whose call is outside the trace become rows of their own.
+
+Message sizes
+-------------
+``in_bytes`` / ``out_bytes`` are the raw input and output messages as the trace records them
+(-1 when unknown): "In/Out msg nelems" x "dtype" of ``record_param_comms`` where present, else
+the tensors' "Input Dims" x "Input type". Metadata always wins over dims. A ``c10d::<op>`` takes
+``(output, input, ...)`` for the ops that have both (``_allgather_base_``, ``allgather_``,
+``_reduce_scatter_base_``, ``reduce_scatter_``, ``alltoall_base_``, ``alltoall_``, ``gather_``,
+``scatter_``, their ``_coalesced``/``_into_tensor`` forms): its first tensor is the *output*;
+``nccl:<op>``, ``gloo:<op>`` and ``record_param_comms`` list the input first.
+
+``size_bytes`` is the size *as the collective defines it* (:func:`collective_size_bytes`), one
+convention whatever the dialect:
+
+================  ======================================================================
+all_reduce        the tensor (input = output)
+all_gather        the OUTPUT: the gathered buffer (shard x group size)
+reduce_scatter    the INPUT: the full buffer before scattering (shard x group size)
+all_to_all        what this rank sends in total (the input; the output when only it is known)
+broadcast/reduce  the tensor
+gather, scatter   the full buffer at the root (shard x group size): gather's output there,
+                  scatter's input there
+send/recv         the message
+other/unknown     the larger of input and output
+================  ======================================================================
+
+What PyTorch records, checked on real traces (``../shared/realdata``) and ProcessGroupNCCL:
+
+* ``_allgather_base``: "In msg nelems" is the shard, "Out msg nelems" the full output. TraceLens
+  ``b200/eager_trace.json.gz``: In 25136, Out 201088 = 8 x 25136 (Group size 8, BFloat16), while
+  the enclosing ``c10d::_allgather_base_`` has "Input Dims" ``[[8, 25136], [1, 25136]]``
+  (output first). Size: 201088 x 2 = 402,176 bytes. The 1.0.2 Chakra ET agrees (in 1, out 2,
+  group 2). HTA ``trace_filter/sampled_rank-0`` (no metadata): ``c10d::_allgather_base_`` dims
+  ``[[1073741824], [16777216]]`` int8, ``nccl:_all_gather_base`` dims ``[[16777216]]``.
+* ``_reduce_scatter_base`` / ``reduce_scatter_tensor``: ProcessGroupNCCL records "In msg nelems"
+  = shard x group size (the full input) and "Out msg nelems" = the shard. No real trace here
+  has one; the earlier rule took the ``c10d`` op's first tensor (the output shard) as the input,
+  which is how a 587.2 MB reduce-scatter came out as 73.4 MB.
+* ``all_to_all`` / ``all_to_allv``: "In msg nelems" is the input numel, "Out msg nelems" the
+  output's; "In/Out split size" count dim-0 rows per peer (not elements) and sum to the first
+  dim, so they add nothing the msg nelems do not say. DLRM rank 2 (param ``dlrm_*.tar.gz``): the
+  ET's ``all_to_allv`` has in 3392 (splits 96+224+288+1664+592+96+192+240), out 2304 (8 x 288)
+  int32; the Kineto trace (no metadata) has ``c10d::alltoall_base_`` dims ``[[2304], [3392]]``
+  and ``nccl:all_to_all`` dims ``[[3392]]``. Size: 3392 x 4 = 13,568 bytes, not 9,216.
+* ``allreduce`` and ``broadcast``: In = Out (HTA ``nccl_data``: 2049000 Float = 8,196,000
+  bytes; TraceLens MI300 RCCL: 2873320 BFloat16 = 5,746,640 bytes); the ETs (1.0.3, 1.1.0)
+  carry the same numbers.
+* ``gather`` / ``scatter``: ProcessGroupNCCL records In = the per-rank shard and Out = shard x
+  group size for *both* (for scatter, "In" is the output shard), so their size is the larger.
 """
 
 from __future__ import annotations
@@ -28,18 +77,73 @@ if TYPE_CHECKING:
     from lumos.ingest.kineto import Events
     from lumos.ingest.kineto_meta import TraceMeta
 
-__all__ = ["Collectives", "build_collectives"]
+__all__ = ["Collectives", "build_collectives", "collective_size_bytes"]
 
 _PREFIXES = ("record_param_comms", "c10d::", "nccl:", "gloo:", "rccl:")
 _HOST_CATS = (int(Category.CPU_OP), int(Category.USER_ANNOTATION))
+#: ``c10d::<op>`` ops whose schema is ``(output, input, ...)``: their first tensor is the output.
+_C10D_OUT_IN = frozenset(
+    {
+        "c10d::_allgather_base_",
+        "c10d::allgather_",
+        "c10d::allgather_coalesced_",
+        "c10d::allgather_into_tensor_coalesced_",
+        "c10d::_reduce_scatter_base_",
+        "c10d::reduce_scatter_",
+        "c10d::reduce_scatter_tensor_coalesced_",
+        "c10d::alltoall_base_",
+        "c10d::alltoall_",
+        "c10d::gather_",
+        "c10d::scatter_",
+    }
+)
+#: Kinds whose size is the tensor itself: input and output are the same message.
+_SAME_IN_OUT = frozenset(
+    {"all_reduce", "broadcast", "reduce", "barrier", "send", "recv", "send_recv"}
+)
+
+
+def collective_size_bytes(kind: str, in_bytes: int, out_bytes: int, group_size: int) -> int:
+    """The size of one collective call as its kind defines it (module docstring); -1 if unknown.
+
+    >>> collective_size_bytes("all_gather", 50_272, 402_176, 8)
+    402176
+    >>> collective_size_bytes("reduce_scatter", 587_202_560, 73_400_320, 8)
+    587202560
+    >>> collective_size_bytes("all_gather", 1024, -1, 4), collective_size_bytes("gather", 10, 40, 4)
+    (4096, 40)
+    """
+    known = [b for b in (in_bytes, out_bytes) if b >= 0]
+    if not known:
+        return -1
+    g = group_size if group_size > 0 else 0
+    if kind in _SAME_IN_OUT or kind == "all_to_all":
+        return in_bytes if in_bytes >= 0 else out_bytes
+    if kind == "all_gather":
+        if out_bytes >= 0:
+            return out_bytes
+        return in_bytes * g if g else -1
+    if kind == "reduce_scatter":
+        if in_bytes >= 0:
+            return in_bytes
+        return out_bytes * g if g else -1
+    if kind in ("gather", "scatter"):
+        # the root's full buffer; one side may be only the shard (see the docstring)
+        full = max(known)
+        if g and (len(known) == 1 or in_bytes == out_bytes):
+            full = max(full, min(known) * g)
+        return full
+    return max(known)
 
 
 @dataclass(frozen=True, eq=False)
 class Collectives:
     """One row per host-side collective call (see the module docstring).
 
-    ``size_bytes`` is the larger of the input and output message (the payload a cost model
-    moves); ``in_bytes``/``out_bytes`` are -1 when unknown. ``seq_id``, ``peer_rank``, ``tag``
+    ``size_bytes`` is the size as the collective defines it (all-gather: its output,
+    reduce-scatter: its input, all-to-all: what this rank sends; the module docstring has the
+    whole table); ``in_bytes``/``out_bytes`` are the raw input and output messages. All three
+    are -1 when unknown. ``seq_id``, ``peer_rank``, ``tag``
     and ``group_size`` are -1 when the trace does not say.
     """
 
@@ -73,6 +177,10 @@ class Collectives:
 class _Row:
     __slots__ = (
         "dialect",
+        "dims_in",
+        "dims_in_type",
+        "dims_out",
+        "dims_out_type",
         "dtype",
         "event_idx",
         "group_size",
@@ -94,8 +202,12 @@ class _Row:
         self.kind = "unknown"
         self.dialect = ""
         self.dtype = ""
-        self.in_bytes = -1
+        self.in_bytes = -1  # from "In msg nelems" x dtype
         self.out_bytes = -1
+        self.dims_in = -1  # numel from "Input Dims" (fallback)
+        self.dims_in_type = ""
+        self.dims_out = -1
+        self.dims_out_type = ""
         self.group_size = -1
         self.pg_name = ""
         self.pg_desc = ""
@@ -126,13 +238,13 @@ def _ranks(v: Any) -> tuple[int, ...]:
     return ()
 
 
-def _numel(dims: Any) -> int:
-    """Elements of the first tensor (or tensor list) in an "Input Dims" value."""
-    if not isinstance(dims, list) or not dims:
+def _numel(dims: Any, pos: int = 0) -> int:
+    """Elements of the ``pos``-th tensor (or tensor list) in an "Input Dims" value."""
+    if not isinstance(dims, list) or len(dims) <= pos:
         return -1
-    first = dims[0]
+    first = dims[pos]
     if isinstance(first, list) and first and all(isinstance(d, list) for d in first):
-        return sum(max(_numel([t]), 0) for t in first)
+        return sum(max(_numel([t]), 0) for t in first) if first else -1
     if isinstance(first, list) and all(isinstance(d, int) for d in first):
         n = 1
         for d in first:
@@ -141,10 +253,26 @@ def _numel(dims: Any) -> int:
     return -1
 
 
-def _first_type(types: Any) -> str:
-    if isinstance(types, list) and types and isinstance(types[0], str):
-        return types[0]
+def _type_at(types: Any, pos: int = 0) -> str:
+    if isinstance(types, list) and len(types) > pos and isinstance(types[pos], str):
+        return types[pos]
     return ""
+
+
+def _dims_at(a: EventMeta, pos: int) -> tuple[int, str]:
+    """(numel, type) of the ``pos``-th argument when it is a tensor or a non-empty tensor list;
+    ``(-1, "")`` for scalars and empty lists (``[]`` with type "Scalar", "TensorList" or "")."""
+    t = _type_at(a.input_type, pos)
+    dims = a.input_dims
+    if not isinstance(dims, list) or len(dims) <= pos:
+        return -1, ""
+    d = dims[pos]
+    tensor = dtype_size_bytes(t) > 0
+    tensor_list = isinstance(d, list) and bool(d) and all(isinstance(x, list) for x in d)
+    if not (tensor or tensor_list):
+        return -1, ""
+    n = _numel(dims, pos)
+    return (n, t) if n >= 0 else (-1, "")
 
 
 def _absorb(row: _Row, name: str, a: EventMeta) -> None:
@@ -170,13 +298,13 @@ def _absorb(row: _Row, name: str, a: EventMeta) -> None:
         row.in_bytes = in_n * elt
     if elt and out_n >= 0 and row.out_bytes < 0:
         row.out_bytes = out_n * elt
-    if row.in_bytes < 0:
-        n = _numel(a.input_dims)
-        t = _first_type(a.input_type)
-        e = dtype_size_bytes(t) if t else 0
-        if n >= 0 and e:
-            row.in_bytes = n * e
-            row.dtype = row.dtype or t
+    # "Input Dims": a fallback for what the metadata does not say (outer facts win)
+    out_first = base in _C10D_OUT_IN
+    in_pos = 1 if out_first else 0
+    if row.dims_in < 0:
+        row.dims_in, row.dims_in_type = _dims_at(a, in_pos)
+    if out_first and row.dims_out < 0:
+        row.dims_out, row.dims_out_type = _dims_at(a, 0)
     gs = _as_int(a.group_size)
     if gs > 0 and row.group_size < 0:
         row.group_size = gs
@@ -233,6 +361,8 @@ def build_collectives(
         open_row, open_end, open_proc = row, ts + int(events.dur_ns[i]), proc
     _join_gloo_work(rows, gloo_work, names, events, args)
     for r in rows:
+        _settle_bytes(r)
+    for r in rows:
         if r.kind == "unknown" and r.dialect == "nccl" and r.in_bytes < 0 and not r.pg_name:
             # a bare record_param_comms (pre-2.1 PyTorch) after a collective marks its wait
             r.kind = "wait"
@@ -255,7 +385,10 @@ def build_collectives(
         work_event_idx=np.array([r.work_idx for r in rows], dtype=np.int64),
         kind=tuple(r.kind for r in rows),
         dialect=tuple(r.dialect for r in rows),
-        size_bytes=np.array([max(r.in_bytes, r.out_bytes) for r in rows], dtype=np.int64),
+        size_bytes=np.array(
+            [collective_size_bytes(r.kind, r.in_bytes, r.out_bytes, r.group_size) for r in rows],
+            dtype=np.int64,
+        ),
         in_bytes=np.array([r.in_bytes for r in rows], dtype=np.int64),
         out_bytes=np.array([r.out_bytes for r in rows], dtype=np.int64),
         dtype=tuple(r.dtype for r in rows),
@@ -267,6 +400,23 @@ def build_collectives(
         peer_rank=np.array([r.peer for r in rows], dtype=np.int64),
         tag=np.array([r.tag for r in rows], dtype=np.int64),
     )
+
+
+def _dims_bytes(numel: int, type_name: str, row_dtype: str) -> int:
+    e = dtype_size_bytes(type_name) if type_name else 0
+    e = e or (dtype_size_bytes(row_dtype) if row_dtype else 0)
+    return numel * e if numel >= 0 and e else -1
+
+
+def _settle_bytes(row: _Row) -> None:
+    """Fill in/out bytes the metadata left unknown from the tensors' dims."""
+    if row.in_bytes < 0:
+        row.in_bytes = _dims_bytes(row.dims_in, row.dims_in_type, row.dtype)
+    if row.out_bytes < 0:
+        row.out_bytes = _dims_bytes(row.dims_out, row.dims_out_type, row.dtype)
+    if not row.dtype:
+        t = row.dims_in_type or row.dims_out_type
+        row.dtype = t if t and dtype_size_bytes(t) else ""
 
 
 def _join_gloo_work(

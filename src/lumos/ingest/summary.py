@@ -23,7 +23,10 @@ def summarize_kineto(trace: KinetoTrace) -> dict[str, Any]:
     ``categories`` (raw ``cat`` counts), ``steps`` [{name, dur_ns, gpu_dur_ns}],
     ``streams`` [{device, stream, num_kernels, num_memcpy, num_memset, busy_ns}],
     ``threads`` [{pid, tid, label, num_events}], ``collectives`` {kind: count},
-    ``collective_bytes`` {kind: total bytes}, ``comm_kernels`` {kind: count},
+    ``collective_bytes`` {kind: total ``size_bytes``}, ``comm_kernels`` {kind: count} and
+    ``comm_kernel_ns`` {kind: total kernel time}: the kernels ``is_comm_kernel`` names (the
+    same test that makes a graph task COMM: NCCL/RCCL, DeepEP, NVSHMEM, custom all-reduces),
+    by the kind their name gives (``kernel_collective``),
     ``process_groups`` [{name, desc, ranks}], ``flags`` [str], ``diagnostics`` {code: count}.
     """
     ev = trace.events
@@ -56,11 +59,13 @@ def summarize_kineto(trace: KinetoTrace) -> dict[str, Any]:
                 }
             )
     comm_kernels: dict[str, int] = {}
+    comm_kernel_ns: dict[str, int] = {}
+    kind_of_name = {n: kernel_collective(n) for n in trace.names if is_comm_kernel(n)}
     for i in np.flatnonzero(ev.cat == int(Category.KERNEL)).tolist():
-        name = trace.names[int(ev.name_idx[i])]
-        if is_comm_kernel(name):
-            k = kernel_collective(name)
+        k = kind_of_name.get(trace.names[int(ev.name_idx[i])])
+        if k is not None:
             comm_kernels[k] = comm_kernels.get(k, 0) + 1
+            comm_kernel_ns[k] = comm_kernel_ns.get(k, 0) + int(ev.dur_ns[i])
     coll = trace.collectives
     coll_bytes: dict[str, int] = {}
     for k, b in zip(coll.kind, coll.size_bytes.tolist(), strict=True):
@@ -98,6 +103,7 @@ def summarize_kineto(trace: KinetoTrace) -> dict[str, Any]:
         "collectives": coll.counts_by_kind(),
         "collective_bytes": dict(sorted(coll_bytes.items())),
         "comm_kernels": dict(sorted(comm_kernels.items())),
+        "comm_kernel_ns": dict(sorted(comm_kernel_ns.items())),
         "process_groups": [
             {"name": g.name, "desc": g.desc, "ranks": list(g.ranks)}
             for g in trace.meta.process_groups

@@ -28,7 +28,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos.graph.model import DepKind, ExecGraph, ProcessorKind, TaskKind
+from lumos.graph.model import GPU_TASK_KINDS, DepKind, ExecGraph, ProcessorKind, TaskKind
 from lumos.report.time_classes import step_time_classes
 from lumos.sim import _kernel
 from lumos.sim.result import SimResult
@@ -47,7 +47,7 @@ __all__ = [
     "union_length",
 ]
 
-_GPU = np.array([TaskKind.KERNEL, TaskKind.MEMCPY, TaskKind.MEMSET, TaskKind.COMM], np.int8)
+_GPU = np.array(GPU_TASK_KINDS, np.int8)
 
 
 def interval_union(

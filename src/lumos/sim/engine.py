@@ -28,7 +28,14 @@ from numpy.typing import NDArray
 from lumos.diagnostics import Diagnostics
 from lumos.errors import SimulationError
 from lumos.graph.algorithms import processor_successor
-from lumos.graph.model import DepKind, ExecGraph, ProcessorKind, TaskKind, WaitKind, Workload
+from lumos.graph.model import (
+    GPU_TASK_KINDS,
+    DepKind,
+    ExecGraph,
+    ProcessorKind,
+    WaitKind,
+    Workload,
+)
 from lumos.sim import _kernel
 from lumos.sim.cost import CostModel, TracedCost
 from lumos.sim.result import SimResult
@@ -121,7 +128,7 @@ def simulate(
     # launched-so-far per stream: tasks with no launch edge count as launched at time 0
     is_gpu = np.isin(
         _cat([g.tasks.kind for g in graphs], np.int8),
-        np.array([TaskKind.KERNEL, TaskKind.MEMCPY, TaskKind.MEMSET, TaskKind.COMM], np.int8),
+        np.array(GPU_TASK_KINDS, np.int8),
     )
     launched_dst = np.zeros(n, dtype=bool)
     launched_dst[e_dst[(e_kind == DepKind.LAUNCH) | (e_kind == _kernel.SOFT_LAUNCH)]] = True
