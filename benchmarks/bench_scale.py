@@ -1,6 +1,7 @@
 """Coupled simulation of a synthetic data-parallel job at 8 to 2048 ranks.
 
 Run on demand:  python benchmarks/bench_scale.py [--ranks 8 64 512 2048] [--layers 48]
+                python benchmarks/bench_scale.py --build 64   (per-rank graph building)
 
 Each rank runs the same program (about 19k tasks with the default 48 layers): a main thread
 launches forward and backward kernels onto a compute stream; after each layer's backward a
@@ -10,6 +11,10 @@ shared, not copied: ranks that share structure share memory) and differ in their
 durations (+-5 % jitter), so collectives really wait for the slowest rank. Prints, per size:
 tasks, wall time of ``simulate`` (collective matching included), tasks/s and the peak resident
 memory of the process (ru_maxrss: it only grows, so sizes run smallest first).
+
+``--build N`` measures per-rank graph building instead: the 8 real DLRM ranks (realdata),
+repeated to N traces, built one process, in local processes (``--workers``) and on a local Dask
+cluster of as many workers (the path ``--dask ADDRESS`` takes), in tasks/s.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import time
 
 import numpy as np
 
+import _realdata  # noqa: F401  (puts the repository root on sys.path)
 from lumos.graph.model import CommType, DepKind, ExecGraph, TaskKind, Workload
 from lumos.graph.synthetic import GraphBuilder
 from lumos.sim import simulate
@@ -68,11 +74,47 @@ def workload(layers: int, ranks: int, seed: int = 0) -> Workload:
     return Workload(tuple(graphs))
 
 
+def build(n: int, workers: int) -> None:
+    """Per-rank graph building of N real traces: one process, processes, a local Dask cluster."""
+    from _realdata import trace_or_exit
+    from lumos.ingest.detect import expand_paths
+    from lumos.parallel import map_ranks
+    from lumos.replay import _build_one
+
+    refs = [r for r in expand_paths([trace_or_exit("dlrm_kineto_8rank")]) if r.kind == "kineto"]
+    refs = (refs * (n // len(refs) + 1))[:n]
+    print(f"{'how':<22}{'traces':>8}{'tasks':>12}{'s':>8}{'tasks/s':>12}")
+
+    def run(how: str, **kw: object) -> None:
+        t0 = time.perf_counter()
+        graphs = map_ranks(_build_one, refs, **kw)  # type: ignore[arg-type]
+        dt = time.perf_counter() - t0
+        tasks = sum(g.num_tasks for g in graphs)
+        print(f"{how:<22}{n:>8}{tasks:>12}{dt:>8.1f}{tasks / dt:>12.0f}")
+
+    run("one process", workers=1)
+    run(f"{workers} processes", workers=workers)
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        print("dask not installed: pip install -e '.[dask]'")
+        return
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True) as cluster, \
+            Client(cluster) as client:  # fmt: skip
+        del client
+        run(f"dask, {workers} workers", dask_address=cluster.scheduler_address)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[8, 64, 512, 2048])
     ap.add_argument("--layers", type=int, default=48)
+    ap.add_argument("--build", type=int, default=0, metavar="N")
+    ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
+    if args.build:
+        build(args.build, args.workers)
+        return
     simulate(workload(1, 2))  # compile the simulator before timing
     print(f"{'ranks':>6}{'tasks':>12}{'build s':>9}{'simulate s':>12}{'tasks/s':>12}"
           f"{'peak RSS MB':>13}{'step ms':>9}")  # fmt: skip
