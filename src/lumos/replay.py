@@ -209,7 +209,9 @@ def replay(
     cut = tuple(k for k in without if k != "launch")
     edited = w.replace_graphs(apply_edits(g, cut, scale) for g in w.graphs)
     result = simulate(edited, cost_model, launch_paces="launch" not in without)
-    summaries = tuple(replay_summary(result, gi) for gi in range(len(edited.graphs)))
+    summaries = tuple(
+        replay_summary(result, gi, recorded=w.graphs[gi]) for gi in range(len(edited.graphs))
+    )
     return Replay(edited, result, summaries, tuple(without), tuple(scale), tuple(sources))
 
 

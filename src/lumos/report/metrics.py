@@ -277,9 +277,10 @@ def _walk(start, end, cause_kind, cause_ref, edge_src, last):  # pragma: no cove
     return path[:k], gap[:k], via[:k], via_ref[:k]
 
 
-def critical_path(result: SimResult) -> CriticalPath:
-    """Critical path of a simulated run (see :class:`CriticalPath`); its parts sum to the
-    makespan."""
+def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
+    """Critical path of a simulated run (see :class:`CriticalPath`), to the last task of the
+    whole run or, with ``gi``, of that rank (it may cross ranks through collectives); its
+    parts sum to that task's end."""
     n = len(result.start_ns)
     names = [k.name.lower() for k in TaskKind]
     kind_ns = dict.fromkeys([*names, "delay"], 0)
@@ -292,7 +293,11 @@ def critical_path(result: SimResult) -> CriticalPath:
         [g.edges.src.astype(np.int64) + result.task_offsets[i] for i, g in enumerate(graphs)]
     )
     kinds = np.concatenate([g.tasks.kind for g in graphs])
-    last = int(np.argmax(result.end_ns))
+    if gi is None:
+        last = int(np.argmax(result.end_ns))
+    else:
+        lo, hi = int(result.task_offsets[gi]), int(result.task_offsets[gi + 1])
+        last = lo + int(np.argmax(result.end_ns[lo:hi])) if hi > lo else int(np.argmax(result.end_ns))
     path, gap, via, via_ref = _walk(
         result.start_ns, result.end_ns, result.cause_kind, result.cause_ref, edge_src, last
     )
@@ -315,7 +320,8 @@ def critical_path(result: SimResult) -> CriticalPath:
         kind_ns[name] = int(per_kind[i])
     kind_ns["delay"] = int(gap.sum())
     graph_of = np.searchsorted(result.task_offsets, path, side="right") - 1
-    return CriticalPath(path, graph_of.astype(np.int64), result.makespan_ns, kind_ns, delay_ns)
+    total = int(result.end_ns[last])
+    return CriticalPath(path, graph_of.astype(np.int64), total, kind_ns, delay_ns)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,7 +334,12 @@ def _step_window(ts: NDArray[np.int64], dur: NDArray[np.int64]) -> tuple[int, in
     return int(ts.min()), int((ts + dur).max())
 
 
-def replay_summary(result: SimResult, gi: int = 0, bin_ns: int = 1_000_000) -> dict[str, Any]:
+def replay_summary(
+    result: SimResult,
+    gi: int = 0,
+    bin_ns: int = 1_000_000,
+    recorded: ExecGraph | None = None,
+) -> dict[str, Any]:
     """Measured vs predicted for graph ``gi`` of a replay, JSON-ready::
 
     steps          [{name, measured_ns, predicted_ns, error}]   (STEP annotations)
@@ -342,13 +353,18 @@ def replay_summary(result: SimResult, gi: int = 0, bin_ns: int = 1_000_000) -> d
                    on the step's thread; see :mod:`lumos.report.time_classes`)
     calibration    what the build measured: launch_latency_ns, gpu_clock_offset_ns
     makespan_ns, diagnostics
+
+    ``recorded`` is the graph as built from the trace when ``result`` simulated an edited copy
+    (same tasks): the measured side is taken from it.
     """
     g = result.graphs[gi]
     t = g.tasks
     a = g.annotations
     steps = result.steps(gi)
     is_step = np.flatnonzero(a.kind == 0)
-    rec_s, rec_e = t.ts_ns, t.ts_ns + t.dur_ns
+    # measured times come from the recording, not from an edited graph (--scale)
+    rec = t if recorded is None else recorded.tasks
+    rec_s, rec_e = rec.ts_ns, rec.ts_ns + rec.dur_ns
     sim_s, sim_e = result.starts(gi), result.ends(gi)
     measured = _step_window(a.ts_ns[is_step], a.dur_ns[is_step])
     lo, hi = result.annotation_spans(gi)
@@ -362,7 +378,7 @@ def replay_summary(result: SimResult, gi: int = 0, bin_ns: int = 1_000_000) -> d
     streams = np.flatnonzero(p.kind == ProcessorKind.STREAM)
     device = int(p.device[streams].min()) if len(streams) else -1
     errors = [abs(s["error"]) for s in steps if s["error"] is not None]
-    cp = critical_path(result)
+    cp = critical_path(result, gi if len(result.graphs) > 1 else None)
     return {
         "rank": g.rank,
         "steps": steps,
