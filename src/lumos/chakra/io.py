@@ -95,7 +95,7 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
     buf = _load(path)
     if buf.size == 0:
         raise ChakraFormatError(path, "empty file (after decompression): no GlobalMetadata record")
-    err = np.zeros(6, dtype=np.int64)
+    err = np.zeros(7, dtype=np.int64)
     empty = np.zeros(0, dtype=np.int64)
     n_rec = _wire.scan_records(buf, 0, buf.size, False, empty, empty, err)
     _raise_scan(path, err)
@@ -217,10 +217,15 @@ def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray
         if status == 0:
             break
         if status in _GROUPS:
+            # at least double: the node being decoded may hold more items than the estimate
+            # from the share decoded so far (one node with 4,000 attributes), and a capacity
+            # recomputed from the same state would fail on the same node forever
+            items = _GROUPS[status][1]
             used = int(st[_COUNTER[status]])
             done = max(int(st[_wire.ST_POS]) - pos, 1)
-            cap = max(int(used * total / done * 1.05) + 1024, used + used // 2 + 16)
-            for name, dt in _GROUPS[status][1]:
+            have = cols[items[0][0]].shape[0]
+            cap = max(int(used * total / done * 1.05) + 1024, 2 * have + 16)
+            for name, dt in items:
                 grown = np.empty(cap, dt)
                 grown[:used] = cols[name][:used]
                 cols[name] = grown
@@ -262,10 +267,18 @@ def _grow_table(
 
 
 def _raise_node(path: Path, buf: np.ndarray, err: np.ndarray) -> NoReturn:
-    code, row, offset, fno, rec_off, rec_len = (int(x) for x in err)
+    code, row, offset, fno, rec_off, rec_len, value = (int(x) for x in err)
     node_id = _peek_id(buf, rec_off, rec_len)
     who = f"node id {node_id} (row {row})" if node_id is not None else f"node row {row}"
-    raise ChakraFormatError(path, f"{who}, field {fno} at byte {offset}: {_wire.ERROR_TEXT[code]}")
+    text = _wire.ERROR_TEXT[code]
+    if code == _wire.E_TIME_RANGE:
+        text = f"{_TIME_FIELDS.get(fno, 'time')} " + text.format(value=value & ((1 << 64) - 1))
+    elif code == _wire.E_NODE_TYPE_RANGE:
+        text = text.format(value=value)
+    raise ChakraFormatError(path, f"{who}, field {fno} at byte {offset}: {text}")
+
+
+_TIME_FIELDS = {6: "start_time_micros", 7: "duration_micros"}
 
 
 def _names(

@@ -1,0 +1,191 @@
+"""Hostile Chakra input (issue #13): never hang, never exceed memory, never silently wrong.
+
+Each case is a minimal file built here. The decoder is compiled (numba): a hang in it ignores
+``signal.alarm`` and Ctrl-C alike (signal handlers run only between Python bytecodes), and
+pytest-timeout is not a dependency, so every read that once hung runs in a child process with a
+deadline (:func:`_read_guarded`): a hang fails the test instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lumos.chakra import read_chakra
+from lumos.chakra.attrs import varint_bytes as _v
+from lumos.errors import ChakraFormatError
+
+DEADLINE_S = 120.0  # a hang, not a slow read: each file here decodes in milliseconds
+
+
+def _rec(body: bytes) -> bytes:
+    return _v(len(body)) + body
+
+
+def _varint_field(fno: int, value: int) -> bytes:
+    return _v(fno << 3) + _v(value)
+
+
+def _len_field(fno: int, body: bytes) -> bytes:
+    return _v(fno << 3 | 2) + _v(len(body)) + body
+
+
+def _node(*fields: bytes) -> bytes:
+    return _rec(b"".join(fields))
+
+
+META = _rec(b"")  # an empty GlobalMetadata record
+
+
+def _child(path: str, out: mp.Queue) -> None:
+    try:
+        t = read_chakra(path)
+        out.put(("ok", int(t.num_nodes)))
+    except Exception as exc:  # reported to the parent, which checks the type and message
+        out.put((type(exc).__name__, str(exc)))
+
+
+def _read_guarded(path: Path) -> tuple[str, object]:
+    """``read_chakra(path)`` in a child process killed after ``DEADLINE_S``: ``("ok", nodes)``
+    or ``(exception type name, message)``; a child that does not answer in time is a hang."""
+    ctx = mp.get_context("fork" if sys.platform == "linux" else "spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(str(path), out), daemon=True)
+    proc.start()
+    try:
+        result = out.get(timeout=DEADLINE_S)
+    except queue.Empty:
+        proc.kill()
+        proc.join()
+        pytest.fail(f"read_chakra({path.name}) did not finish in {DEADLINE_S:.0f} s (hang)")
+    proc.join(DEADLINE_S)
+    if proc.exitcode not in (0, None):
+        pytest.fail(f"read_chakra({path.name}) child died with exit code {proc.exitcode}")
+    return result
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+# ---- 1. lengths of 2**63 or more must not move the parser backwards ------------------------
+def test_name_length_of_2_pow_63_is_an_error_not_a_hang(tmp_path):
+    data = META + _node(_varint_field(1, 1), _v(2 << 3 | 2) + _v(1 << 63) + b"abc")
+    p = _write(tmp_path, "neglen.et", data)
+    kind, msg = _read_guarded(p)
+    assert kind == "ChakraFormatError", msg
+    assert "neglen.et" in str(msg) and "node id 1" in str(msg) and "past the end" in str(msg)
+
+
+@pytest.mark.parametrize("length", [1 << 63, (1 << 64) - 2, (1 << 64) - 11])
+def test_attribute_name_length_that_wraps_negative_is_an_error(tmp_path, length):
+    # (1 << 64) - 11 would jump back exactly onto the attribute's own tag: an endless loop
+    attr = _v(1 << 3 | 2) + _v(length) + b"xx"
+    p = _write(tmp_path, "negattr.et", META + _node(_varint_field(1, 1), _len_field(10, attr)))
+    kind, msg = _read_guarded(p)
+    assert kind == "ChakraFormatError" and "past the end" in str(msg), msg
+
+
+def test_packed_deps_length_that_wraps_negative_is_an_error(tmp_path):
+    p = _write(
+        tmp_path, "negdeps.et", META + _node(_varint_field(1, 1), _v(5 << 3 | 2) + _v(1 << 63))
+    )
+    kind, msg = _read_guarded(p)
+    assert kind == "ChakraFormatError" and "past the end" in str(msg), msg
+
+
+def test_unknown_length_field_that_wraps_negative_is_an_error(tmp_path):
+    p = _write(
+        tmp_path, "negunk.et", META + _node(_varint_field(1, 1), _v(99 << 3 | 2) + _v(1 << 63))
+    )
+    kind, msg = _read_guarded(p)
+    assert kind == "ChakraFormatError" and "past the end" in str(msg), msg
+
+
+def test_varint_longer_than_10_bytes_is_named(tmp_path):
+    p = _write(tmp_path, "long.et", META + _node(_v(1 << 3) + b"\xff" * 11 + b"\x01"))
+    kind, msg = _read_guarded(p)
+    assert kind == "ChakraFormatError" and "longer than 10 bytes" in str(msg), msg
+
+
+# ---- 1. valid files with more deps or attributes than the first size estimate -------------
+def _upstream_nodes(path: Path) -> list:
+    pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2", reason="mlc-chakra not installed")
+    raw = path.read_bytes()
+    nodes, pos = [], 0
+    from lumos.chakra.attrs import read_varint
+
+    while pos < len(raw):
+        n, pos = read_varint(raw, pos)
+        nodes.append(raw[pos : pos + n])
+        pos += n
+    return [pb.Node.FromString(r) for r in nodes[1:]]
+
+
+def _deps(ptr: np.ndarray, vals: np.ndarray, i: int) -> list[int]:
+    return vals[ptr[i] : ptr[i + 1]].tolist()
+
+
+def test_node_with_2000_deps_in_a_2_node_file(tmp_path):
+    many = _len_field(5, b"".join(_v(1) for _ in range(2000)))
+    p = _write(
+        tmp_path, "deps.et", META + _node(_varint_field(1, 1)) + _node(_varint_field(1, 2), many)
+    )
+    assert _read_guarded(p) == ("ok", 2)
+    t = read_chakra(p)
+    assert _deps(t.data_ptr, t.data_deps, 1) == [1] * 2000
+    up = _upstream_nodes(p)
+    assert list(up[1].data_deps) == _deps(t.data_ptr, t.data_deps, 1)
+
+
+def test_chain_of_5000_plus_a_node_depending_on_all(tmp_path):
+    nodes = [_node(_varint_field(1, 1))]
+    nodes += [_node(_varint_field(1, i), _len_field(4, _v(i - 1))) for i in range(2, 5001)]
+    nodes.append(
+        _node(_varint_field(1, 5001), _len_field(4, b"".join(_v(i) for i in range(1, 5001))))
+    )
+    p = _write(tmp_path, "chain.et", META + b"".join(nodes))
+    assert _read_guarded(p) == ("ok", 5001)
+    t = read_chakra(p)
+    assert _deps(t.ctrl_ptr, t.ctrl_deps, 5000) == list(range(1, 5001))
+    assert t.ctrl_ptr[-1] == 4999 + 5000
+    up = _upstream_nodes(p)
+    for i in (0, 1, 4999, 5000):
+        assert list(up[i].ctrl_deps) == _deps(t.ctrl_ptr, t.ctrl_deps, i)
+
+
+def test_node_with_4000_attributes(tmp_path):
+    attrs = [_len_field(10, _len_field(1, b"a%d" % k) + _varint_field(9, k)) for k in range(4000)]
+    p = _write(tmp_path, "attrs.et", META + _node(_varint_field(1, 1), *attrs))
+    assert _read_guarded(p) == ("ok", 1)
+    t = read_chakra(p)
+    node = t.node(0)
+    assert [(a.name, a.value) for a in node.attrs] == [(f"a{k}", k) for k in range(4000)]
+    up = _upstream_nodes(p)
+    assert [(a.name, a.int64_val) for a in up[0].attr] == [(a.name, a.value) for a in node.attrs]
+
+
+# ---- 3. values the columns cannot hold are errors naming the node -----------------------
+def test_node_type_beyond_int8_is_an_error(tmp_path):
+    p = _write(tmp_path, "t260.et", META + _node(_varint_field(1, 7), _varint_field(3, 260)))
+    with pytest.raises(ChakraFormatError, match=r"t260\.et: node id 7 .*node type 260 is not a"):
+        read_chakra(p)
+
+
+@pytest.mark.parametrize(("fno", "field"), [(6, "start_time_micros"), (7, "duration_micros")])
+def test_micros_whose_nanoseconds_overflow_int64_are_an_error(tmp_path, fno, field):
+    p = _write(tmp_path, "big.et", META + _node(_varint_field(1, 3), _varint_field(fno, 1 << 63)))
+    with pytest.raises(ChakraFormatError, match=rf"node id 3 .*{field} 9223372036854775808 us"):
+        read_chakra(p)
+    ok = (2**63 - 1) // 1000  # the largest value that converts exactly
+    p = _write(tmp_path, "max.et", META + _node(_varint_field(1, 3), _varint_field(fno, ok)))
+    t = read_chakra(p)
+    col = t.start_time_micros if fno == 6 else t.duration_micros
+    assert int(col[0]) == ok
