@@ -8,9 +8,11 @@ deadline (:func:`_read_guarded`): a hang fails the test instead of stalling the 
 
 from __future__ import annotations
 
+import gzip
 import multiprocessing as mp
 import queue
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,7 @@ import pytest
 
 from lumos.chakra import read_chakra
 from lumos.chakra.attrs import varint_bytes as _v
-from lumos.errors import ChakraFormatError
+from lumos.errors import ChakraFormatError, ConfigError, InputError, LumosError
 
 DEADLINE_S = 120.0  # a hang, not a slow read: each file here decodes in milliseconds
 
@@ -189,3 +191,84 @@ def test_micros_whose_nanoseconds_overflow_int64_are_an_error(tmp_path, fno, fie
     t = read_chakra(p)
     col = t.start_time_micros if fno == 6 else t.duration_micros
     assert int(col[0]) == ok
+
+
+# ---- 2. gzip: bounded decompression, bombs refused by what no real trace has -------------
+def _peak_bytes(fn) -> tuple[object, int]:
+    """``(fn()'s result or exception, peak traced allocation)``; numpy allocations are traced."""
+    tracemalloc.start()
+    try:
+        try:
+            result: object = fn()
+        except LumosError as exc:
+            result = exc
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_2kb_gzip_of_empty_records_is_refused_in_bounded_memory(tmp_path):
+    # 2 MiB of zero bytes: one empty GlobalMetadata record and 2 million empty Node records
+    p = _write(tmp_path, "bomb.et.gz", gzip.compress(b"\0" * (2 << 20), 9))
+    assert p.stat().st_size < 4096
+    err, peak = _peak_bytes(lambda: read_chakra(p))
+    assert isinstance(err, ChakraFormatError), err
+    assert "bomb.et.gz" in str(err) and "2097151 of its 2097151 node records are empty" in str(err)
+    assert peak < 32 << 20
+
+
+def test_gzip_beyond_the_compression_ratio_is_refused_early(tmp_path, monkeypatch):
+    # 100 gzip members of 1 MiB of zeros each (built fast): 100 MiB from about 100 KB
+    p = _write(tmp_path, "ratio.et.gz", gzip.compress(b"\0" * (1 << 20), 9) * 100)
+    err, peak = _peak_bytes(lambda: read_chakra(p))
+    assert isinstance(err, InputError), err
+    assert "ratio.et.gz" in str(err) and "more than 200 times" in str(err)
+    assert "LUMOS_MAX_COMPRESSION_RATIO" in str(err)
+    assert peak < 64 << 20  # refused near 16 MiB + 200 x 100 KB, not at 100 MiB
+    monkeypatch.setenv("LUMOS_MAX_COMPRESSION_RATIO", "5000")  # raised: inflates, then the
+    with pytest.raises(ChakraFormatError, match="node records are empty"):  # records decide
+        read_chakra(p)
+    monkeypatch.setenv("LUMOS_MAX_COMPRESSION_RATIO", "lots")
+    with pytest.raises(ConfigError, match="LUMOS_MAX_COMPRESSION_RATIO='lots'"):
+        read_chakra(p)
+
+
+def _small_trace() -> bytes:
+    return META + b"".join(_node(_varint_field(1, i), _len_field(2, b"n%d" % i)) for i in range(50))
+
+
+def test_multi_member_gzip_with_zero_padding_reads_like_plain(tmp_path):
+    raw = _small_trace()
+    plain = read_chakra(_write(tmp_path, "p.et", raw))
+    gz = gzip.compress(raw[:100]) + gzip.compress(raw[100:]) + b"\0" * 7
+    t = read_chakra(_write(tmp_path, "m.et.gz", gz))
+    assert t.node_id.tolist() == plain.node_id.tolist() and t.names == plain.names
+    with pytest.raises(InputError, match="trailing bytes after the gzip stream"):
+        read_chakra(_write(tmp_path, "g.et.gz", gz + b"junk"))
+    with pytest.raises(InputError, match="truncated gzip"):
+        read_chakra(_write(tmp_path, "t.et.gz", gz[: len(gz) // 2]))
+
+
+def test_record_above_the_record_limit_names_the_setting(tmp_path, monkeypatch):
+    p = _write(tmp_path, "rec.et", META + _node(_varint_field(1, 1), _len_field(2, b"x" * 300)))
+    monkeypatch.setenv("LUMOS_MAX_RECORD_BYTES", "100")
+    with pytest.raises(ChakraFormatError, match=r"rec\.et: record 1 .*declares 305 bytes.*limit "
+                       r"of 100 bytes.*LUMOS_MAX_RECORD_BYTES"):  # fmt: skip
+        read_chakra(p)
+    monkeypatch.setenv("LUMOS_MAX_RECORD_BYTES", "1000")
+    assert read_chakra(p).num_nodes == 1
+
+
+@pytest.mark.parametrize(("n_empty", "n_full", "ok"), [(3, 3, True), (1024, 0, True),
+                                                       (1025, 0, False), (1500, 1500, True),
+                                                       (1501, 1500, False)])  # fmt: skip
+def test_empty_node_records_are_nodes_up_to_a_bound(tmp_path, n_empty, n_full, ok):
+    data = META + b"\0" * n_empty + b"".join(_node(_varint_field(1, i + 1)) for i in range(n_full))
+    p = _write(tmp_path, "e.et", data)
+    if ok:
+        t = read_chakra(p)
+        assert t.num_nodes == n_empty + n_full
+        assert int((t.node_id == 0).sum()) == n_empty
+    else:
+        with pytest.raises(ChakraFormatError, match=rf"e\.et: {n_empty} of its .* are empty"):
+            read_chakra(p)

@@ -40,6 +40,7 @@ E_ATTR_WIRE_TYPE = 7
 E_VARINT_TOO_LONG = 8
 E_NODE_TYPE_RANGE = 9
 E_TIME_RANGE = 10
+E_RECORD_LIMIT = 11
 
 #: Largest ``start_time_micros``/``duration_micros`` whose nanoseconds fit an int64 (292 years):
 #: larger values are refused when read, as every consumer converts them to int64 nanoseconds.
@@ -55,6 +56,7 @@ ERROR_TEXT = {
     E_ATTR_WIRE_TYPE: "attribute value has the wrong wire type for its declared kind",
     E_VARINT_TOO_LONG: "varint longer than 10 bytes",
     E_NODE_TYPE_RANGE: "node type {value} is not a NodeType (0..7)",
+    E_RECORD_LIMIT: "record length prefix is above the record size limit",
     E_TIME_RANGE: "{value} us does not fit int64 nanoseconds (at most 9223372036854775 us)",
 }
 
@@ -159,11 +161,14 @@ def _skip(buf, pos, end, wt):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def scan_records(buf, pos, end, fill, rec_off, rec_len, err):  # pragma: no cover - compiled
+def scan_records(buf, pos, end, max_len, fill, rec_off, rec_len, err):  # pragma: no cover
     """Count (``fill=False``) or locate (``fill=True``) the length-delimited records in
-    ``buf[pos:end]``. Returns the record count; on error sets ``err`` and returns the count so far.
-    A zero-length record is an empty message, not the end of the file."""
+    ``buf[pos:end]``. Returns the record count; on error sets ``err`` and returns the count so far
+    (a record longer than ``max_len`` bytes is an error, its length in ``err[3]``). A zero-length
+    record is an empty message, not the end of the file; ``err[4]`` counts those after the first
+    record (empty Node records)."""
     n = 0
+    empty = 0
     while pos < end:
         start = pos
         ln, pos = _varint(buf, pos, end)
@@ -173,14 +178,20 @@ def scan_records(buf, pos, end, fill, rec_off, rec_len, err):  # pragma: no cove
         if ln > np.uint64(0x7FFFFFFF):
             _fail(err, E_RECORD_TOO_LONG, n, start, 0)
             return n
+        if np.int64(ln) > max_len:
+            _fail(err, E_RECORD_LIMIT, n, start, np.int64(ln))
+            return n
         if pos + np.int64(ln) > end:
             _fail(err, E_LENGTH_PAST_EOF, n, start, np.int64(ln))
             return n
         if fill:
             rec_off[n] = pos
             rec_len[n] = np.int64(ln)
+        if ln == np.uint64(0) and n > 0:
+            empty += 1
         pos += np.int64(ln)
         n += 1
+    err[4] = empty
     return n
 
 
