@@ -18,8 +18,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lumos.chakra import read_chakra
+from lumos.chakra import NodeType, attr, read_chakra, write_chakra
+from lumos.chakra._wire import MAX_MICROS
 from lumos.chakra.attrs import varint_bytes as _v
+from lumos.chakra.builder import ChakraTraceBuilder
+from lumos.chakra.mapping_foreign import foreign_graph
+from lumos.chakra.stats import trace_stats
+from lumos.chakra.trace import MISSING, exact_sum
+from lumos.chakra.validate import validate_trace
+from lumos.cli.main import main
 from lumos.errors import ChakraFormatError, ConfigError, InputError, LumosError
 
 DEADLINE_S = 120.0  # a hang, not a slow read: each file here decodes in milliseconds
@@ -272,3 +279,70 @@ def test_empty_node_records_are_nodes_up_to_a_bound(tmp_path, n_empty, n_full, o
     else:
         with pytest.raises(ChakraFormatError, match=rf"e\.et: {n_empty} of its .* are empty"):
             read_chakra(p)
+
+
+# ---- 3./4. silently wrong values: named, exact, or refused ----------------------------------
+def _comm_trace(size_attr):
+    b = ChakraTraceBuilder(version="0.0.4")
+    b.add_node(9, "ar", NodeType.COMM_COLL_NODE, duration_micros=5,
+               attrs=[attr("is_cpu_op", False), attr("comm_type", 0), size_attr])  # fmt: skip
+    return b.build()
+
+
+def test_negative_comm_size_is_a_validation_error_and_a_counted_diagnostic(tmp_path):
+    t = _comm_trace(attr("comm_size", -5))
+    rep = validate_trace(t)
+    assert [(p.kind, p.node_id, p.detail) for p in rep.errors] == [
+        ("invalid_comm_size", 9, "comm_size -5")
+    ]
+    g = foreign_graph(t)
+    assert g.diagnostics.count("comm_size_negative_as_0") == 1
+    assert g.comms.size_bytes.tolist() == [0]
+    assert main(["chakra", "validate", str(write_chakra(t, tmp_path / "n.et")[0])]) == 1
+
+
+def test_uint64_comm_size_beyond_int64_is_exact_not_negative():
+    t = _comm_trace(attr("comm_size", 2**64 - 1, "uint64_val"))
+    assert t.comm.out_of_range == ((0, "comm_size", 2**64 - 1),)
+    assert int(t.comm.comm_size[0]) == MISSING  # never the wrapped -1
+    kinds = {p.kind: p.detail for p in validate_trace(t).errors}
+    assert kinds["out_of_range_attr"] == f"comm_size = {2**64 - 1} does not fit int64"
+    g = foreign_graph(t)
+    assert g.diagnostics.count("comm_attr_beyond_int64_ignored") == 1
+    ok = _comm_trace(attr("comm_size", 2**63 - 1, "uint64_val"))
+    assert int(ok.comm.comm_size[0]) == 2**63 - 1 and ok.comm.out_of_range == ()
+
+
+def test_node_ids_of_2_pow_64_minus_1_stay_exact(tmp_path):
+    top = 2**64 - 1
+    data = META + _node(_varint_field(1, top)) + _node(_varint_field(1, 5), _len_field(5, _v(top)))
+    data += _node(_varint_field(1, 6), _len_field(5, _v(top - 1)))  # names no node
+    t = read_chakra(_write(tmp_path, "ids.et", data))
+    assert t.node_id.tolist() == [top, 5, 6] and t.data_deps.tolist() == [top, top - 1]
+    assert t.index_of([top, top - 1]).tolist() == [0, -1]
+    dang = [p.detail for p in validate_trace(t).errors if p.kind == "dangling_data_dep"]
+    assert dang == [f"depends on id {top - 1}, which no node has"]
+    write_chakra(t, tmp_path / "o.et")
+    assert (tmp_path / "o.et").read_bytes() == data
+
+
+def test_cli_validate_refuses_node_type_260_instead_of_reading_comp(tmp_path, capsys):
+    p = _write(tmp_path, "t.et", META + _node(_varint_field(1, 7), _varint_field(3, 260)))
+    assert main(["chakra", "validate", str(p), "--fix", str(tmp_path / "f.et")]) == 1
+    err = capsys.readouterr().err
+    assert "node type 260" in err and "Traceback" not in err
+    assert not (tmp_path / "f.et").exists()
+
+
+def test_durations_that_sum_past_int64_are_exact_in_stats_and_refused_for_the_path():
+    b = ChakraTraceBuilder(version="0.0.4")
+    for i in range(2000):
+        b.add_node(i + 1, "k", NodeType.COMP_NODE, duration_micros=MAX_MICROS)
+    t = b.build()
+    assert exact_sum(t.duration_micros) == 2000 * MAX_MICROS
+    with pytest.raises(ChakraFormatError, match="durations add up to 2\\*\\*63 us or more"):
+        trace_stats(t)
+    b = ChakraTraceBuilder(version="0.0.4")
+    b.add_node(1, "k", NodeType.COMP_NODE, duration_micros=MAX_MICROS + 1)
+    with pytest.raises(ChakraFormatError, match="node id 1: duration_micros 9223372036854776 us"):
+        foreign_graph(b.build())
