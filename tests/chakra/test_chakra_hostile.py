@@ -346,3 +346,10 @@ def test_durations_that_sum_past_int64_are_exact_in_stats_and_refused_for_the_pa
     b.add_node(1, "k", NodeType.COMP_NODE, duration_micros=MAX_MICROS + 1)
     with pytest.raises(ChakraFormatError, match="node id 1: duration_micros 9223372036854776 us"):
         foreign_graph(b.build())
+
+
+def test_metadata_attribute_list_past_its_message_is_an_error_not_truncated(tmp_path):
+    bad_attr = _len_field(1, b"a") + _v(10 << 3 | 2) + _v(50) + _varint_field(1, 1)
+    p = _write(tmp_path, "md.et", _rec(_len_field(2, bad_attr)) + _node(_varint_field(1, 1)))
+    with pytest.raises(ChakraFormatError, match=r"md\.et: GlobalMetadata .*list runs past"):
+        read_chakra(p)
