@@ -13,6 +13,10 @@ Reading is two kernels over one ``uint8`` buffer (the decompressed file or a mem
   defaults omitted, packed repeated deps, attributes and unknown fields copied verbatim), which
   reproduces files written by the protobuf library byte for byte.
 
+Every length read from the file is checked against the bytes left in its message before it
+is used (a length of 2**63 or more would otherwise wrap negative and move the parser backwards),
+and a varint longer than 10 bytes is an error, so every loop moves forward and ends.
+
 Errors are reported through a small ``err`` array ``[code, record, byte offset, field]`` so
 that the Python side can raise one :class:`~lumos.errors.ChakraFormatError` naming the file,
 the byte offset and, when known, the node id.
@@ -34,6 +38,13 @@ E_FIELD_PAST_END = 5
 E_GROUP = 6
 E_ATTR_WIRE_TYPE = 7
 E_VARINT_TOO_LONG = 8
+E_NODE_TYPE_RANGE = 9
+E_TIME_RANGE = 10
+E_RECORD_LIMIT = 11
+
+#: Largest ``start_time_micros``/``duration_micros`` whose nanoseconds fit an int64 (292 years):
+#: larger values are refused when read, as every consumer converts them to int64 nanoseconds.
+MAX_MICROS = (2**63 - 1) // 1000
 
 ERROR_TEXT = {
     E_TRUNCATED_VARINT: "truncated varint (file ends inside a number)",
@@ -44,6 +55,9 @@ ERROR_TEXT = {
     E_GROUP: "deprecated protobuf group wire type (not a Chakra message)",
     E_ATTR_WIRE_TYPE: "attribute value has the wrong wire type for its declared kind",
     E_VARINT_TOO_LONG: "varint longer than 10 bytes",
+    E_NODE_TYPE_RANGE: "node type {value} is not a NodeType (0..7)",
+    E_RECORD_LIMIT: "record length prefix is above the record size limit",
+    E_TIME_RANGE: "{value} us does not fit int64 nanoseconds (at most 9223372036854775 us)",
 }
 
 
@@ -107,6 +121,12 @@ def _varint(buf, pos, end):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _vcode(p):  # pragma: no cover - compiled
+    """Error code of a failed :func:`_varint` (its negative position)."""
+    return E_TRUNCATED_VARINT if p == -1 else E_VARINT_TOO_LONG
+
+
+@njit(cache=True, inline="always")
 def _fail(err, code, record, offset, field):  # pragma: no cover - compiled
     err[0] = code
     err[1] = record
@@ -120,7 +140,7 @@ def _skip(buf, pos, end, wt):  # pragma: no cover - compiled
     if wt == 0:
         _, pos = _varint(buf, pos, end)
         if pos < 0:
-            return -E_TRUNCATED_VARINT
+            return -_vcode(pos)
         return pos
     if wt == 1:
         pos += 8
@@ -129,7 +149,9 @@ def _skip(buf, pos, end, wt):  # pragma: no cover - compiled
     elif wt == 2:
         ln, pos = _varint(buf, pos, end)
         if pos < 0:
-            return -E_TRUNCATED_VARINT
+            return -_vcode(pos)
+        if ln > np.uint64(end - pos):
+            return -E_FIELD_PAST_END
         pos += np.int64(ln)
     else:
         return -E_GROUP
@@ -139,19 +161,25 @@ def _skip(buf, pos, end, wt):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def scan_records(buf, pos, end, fill, rec_off, rec_len, err):  # pragma: no cover - compiled
+def scan_records(buf, pos, end, max_len, fill, rec_off, rec_len, err):  # pragma: no cover
     """Count (``fill=False``) or locate (``fill=True``) the length-delimited records in
-    ``buf[pos:end]``. Returns the record count; on error sets ``err`` and returns the count so far.
-    A zero-length record is an empty message, not the end of the file."""
+    ``buf[pos:end]``. Returns the record count; on error sets ``err`` and returns the count so far
+    (a record longer than ``max_len`` bytes is an error, its length in ``err[3]``). A zero-length
+    record is an empty message, not the end of the file; ``err[4]`` counts those after the first
+    record (empty Node records)."""
     n = 0
+    empty = 0
     while pos < end:
         start = pos
         ln, pos = _varint(buf, pos, end)
         if pos < 0:
-            _fail(err, E_TRUNCATED_VARINT, n, start, 0)
+            _fail(err, _vcode(pos), n, start, 0)
             return n
         if ln > np.uint64(0x7FFFFFFF):
             _fail(err, E_RECORD_TOO_LONG, n, start, 0)
+            return n
+        if np.int64(ln) > max_len:
+            _fail(err, E_RECORD_LIMIT, n, start, np.int64(ln))
             return n
         if pos + np.int64(ln) > end:
             _fail(err, E_LENGTH_PAST_EOF, n, start, np.int64(ln))
@@ -159,8 +187,11 @@ def scan_records(buf, pos, end, fill, rec_off, rec_len, err):  # pragma: no cove
         if fill:
             rec_off[n] = pos
             rec_len[n] = np.int64(ln)
+        if ln == np.uint64(0) and n > 0:
+            empty += 1
         pos += np.int64(ln)
         n += 1
+    err[4] = empty
     return n
 
 
@@ -280,9 +311,10 @@ def decode_nodes(  # pragma: no cover - compiled
     start of the current node and the ``GROW_*`` code of what to grow is returned: the caller
     grows it and calls again, so that no array is ever reallocated in here (numba would then
     reference-count every access). Interned names are kept across such a restart (the counts
-    ``st[ST_NAMES]``/``st[ST_ATTR_NAMES]`` are never rolled back; interning is idempotent). Returns 0 when every node is decoded. A malformed node sets
-    ``err = [code, row, byte offset, field, record offset, record length]`` and raises
-    :class:`MalformedNode`."""
+    ``st[ST_NAMES]``/``st[ST_ATTR_NAMES]`` are never rolled back; interning is idempotent).
+    Returns 0 when every node is decoded. A malformed node sets ``err = [code, row, byte
+    offset, field, record offset, record length, value]`` (value: the out-of-range number of
+    ``E_NODE_TYPE_RANGE``/``E_TIME_RANGE``) and raises :class:`MalformedNode`."""
     pos = st[ST_POS]
     n_ctrl = st[ST_CTRL]
     n_data = st[ST_DATA]
@@ -329,7 +361,7 @@ def decode_nodes(  # pragma: no cover - compiled
             fstart = p
             tag, p = _varint(buf, p, e)
             if p < 0:
-                _fail(err, E_TRUNCATED_VARINT, i, fstart, 0)
+                _fail(err, _vcode(p), i, fstart, 0)
                 raise MalformedNode()
             fno = np.int64(tag >> np.uint64(3))
             wt = np.int64(tag & np.uint64(7))
@@ -339,28 +371,38 @@ def decode_nodes(  # pragma: no cover - compiled
                     raise MalformedNode()
                 v, p = _varint(buf, p, e)
                 if p < 0:
-                    _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                    _fail(err, _vcode(p), i, fstart, fno)
                     raise MalformedNode()
                 if fno == 1:
                     node_id[i] = v
                 elif fno == 3:
-                    node_type[i] = np.int64(v)
-                elif fno == 6:
-                    start_us[i] = v
+                    t = np.int64(v)  # an enum is an int32; negative ones are sign-extended
+                    if t < -128 or t > 127:  # beyond the int8 column: never wrapped silently
+                        err[6] = t
+                        _fail(err, E_NODE_TYPE_RANGE, i, fstart, fno)
+                        raise MalformedNode()
+                    node_type[i] = t
                 else:
-                    dur_us[i] = v
+                    if v > np.uint64(MAX_MICROS):
+                        err[6] = np.int64(v)  # the caller reads the bits back as unsigned
+                        _fail(err, E_TIME_RANGE, i, fstart, fno)
+                        raise MalformedNode()
+                    if fno == 6:
+                        start_us[i] = v
+                    else:
+                        dur_us[i] = v
             elif fno == 4 or fno == 5:
                 if wt == 0:
                     q = p  # one unpacked value: the loop below runs once
                 elif wt == 2:
                     lv, p = _varint(buf, p, e)
                     if p < 0:
-                        _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                        _fail(err, _vcode(p), i, fstart, fno)
                         raise MalformedNode()
-                    q = p + np.int64(lv)
-                    if q > e:
+                    if lv > np.uint64(e - p):
                         _fail(err, E_FIELD_PAST_END, i, fstart, fno)
                         raise MalformedNode()
+                    q = p + np.int64(lv)
                 else:
                     _fail(err, E_BAD_WIRE_TYPE, i, fstart, fno)
                     raise MalformedNode()
@@ -368,7 +410,7 @@ def decode_nodes(  # pragma: no cover - compiled
                 while p < q or wt == 0:
                     v, p = _varint(buf, p, lim)
                     if p < 0:
-                        _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                        _fail(err, _vcode(p), i, fstart, fno)
                         raise MalformedNode()
                     if fno == 4:
                         if n_ctrl == ctrl_val.shape[0]:
@@ -388,12 +430,12 @@ def decode_nodes(  # pragma: no cover - compiled
                     raise MalformedNode()
                 lv, p = _varint(buf, p, e)
                 if p < 0:
-                    _fail(err, E_TRUNCATED_VARINT, i, fstart, fno)
+                    _fail(err, _vcode(p), i, fstart, fno)
                     raise MalformedNode()
-                q = p + np.int64(lv)
-                if q > e:
+                if lv > np.uint64(e - p):
                     _fail(err, E_FIELD_PAST_END, i, fstart, fno)
                     raise MalformedNode()
+                q = p + np.int64(lv)
                 if fno == 2:
                     name_o = p
                     name_l = q - p
@@ -467,7 +509,7 @@ def _decode_attr(buf, p, e, tmp8):  # pragma: no cover - compiled
     while p < e:
         tag, p = _varint(buf, p, e)
         if p < 0:
-            return E_TRUNCATED_VARINT, name_o, name_l, kind, ival, fval
+            return _vcode(p), name_o, name_l, kind, ival, fval
         fno = np.int64(tag >> np.uint64(3))
         wt = np.int64(tag & np.uint64(7))
         if fno <= 32 and fno >= 1 and wt != _ATTR_WT[fno]:
@@ -475,12 +517,12 @@ def _decode_attr(buf, p, e, tmp8):  # pragma: no cover - compiled
         if fno == 1:
             ln, p = _varint(buf, p, e)
             if p < 0:
-                return E_TRUNCATED_VARINT, name_o, name_l, kind, ival, fval
+                return _vcode(p), name_o, name_l, kind, ival, fval
+            if ln > np.uint64(e - p):
+                return E_FIELD_PAST_END, name_o, name_l, kind, ival, fval
             name_o = p
             name_l = np.int64(ln)
             p += name_l
-            if p > e:
-                return E_FIELD_PAST_END, name_o, name_l, kind, ival, fval
             continue
         if fno >= 3 and fno <= 32:
             kind = fno
@@ -489,7 +531,7 @@ def _decode_attr(buf, p, e, tmp8):  # pragma: no cover - compiled
             if wt == 0:
                 v, p = _varint(buf, p, e)
                 if p < 0:
-                    return E_TRUNCATED_VARINT, name_o, name_l, kind, ival, fval
+                    return _vcode(p), name_o, name_l, kind, ival, fval
                 if fno == 15 or fno == 17:  # zigzag
                     ival = np.int64(v >> np.uint64(1)) ^ -np.int64(v & np.uint64(1))
                 elif fno == 27:

@@ -241,6 +241,8 @@ def decode_attr(b: bytes | memoryview) -> Attr:
                 value, pos = _decode_scalar(base, b, pos)
             else:
                 n, pos = read_varint(b, pos)
+                if pos + n > len(b):
+                    raise WireError(f"attribute {name or '?'!r}: list runs past its message")
                 value, pos = _decode_list(base, b[pos : pos + n]), pos + n
         else:
             pos = _skip(b, pos, wt)
@@ -259,6 +261,8 @@ def _decode_list(base: str, body: bytes) -> list[Any]:
         elif wt == 2 and want != 2:
             n, pos = read_varint(body, pos)
             end = pos + n
+            if end > len(body):
+                raise WireError("packed list runs past its message")
             while pos < end:
                 v, pos = _decode_scalar(base, body[:end], pos)
                 values.append(v)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from lumos.chakra.trace import ChakraTrace
+from lumos.chakra.trace import ChakraTrace, exact_sum
+from lumos.errors import ChakraFormatError
 from lumos.graph.algorithms import kahn_order
 
 __all__ = ["DepGraph", "critical_path", "resolve_deps", "topological_order"]
@@ -114,6 +115,10 @@ def critical_path(trace: ChakraTrace, graph: DepGraph | None = None) -> tuple[in
     order, _ = topological_order(graph)
     if order.size == 0:
         return 0, np.zeros(0, dtype=np.int64)
+    if exact_sum(trace.duration_micros) >= 2**63:  # each fits (the reader checks); their sum
+        raise ChakraFormatError(  # might not, and int64 finish times would wrap
+            trace.path, "durations add up to 2**63 us or more: no critical path in int64 micros"
+        )
     dur = trace.duration_micros.astype(np.int64)
     finish, via = _longest(order, graph.pred_ptr, graph.pred_idx, dur)
     end = int(order[np.argmax(finish[order])])

@@ -6,6 +6,24 @@ zero-length record is an empty message, not the end of the file. One file per ra
 ``<prefix>.<rank>.et``. Plain and gzip files are read (sniffed by content); a plain file is
 memory-mapped, so a multi-GB trace is never held twice. Files are written plain by default
 (ASTRA-sim's feeder cannot read gzip) and atomically.
+
+Hostile input (issue #13) is refused by what no real trace has, never by total size (multi-GB
+traces are normal). Each limit is an environment variable, read when a file is read:
+
+==============================  ===========  ==================================================
+variable                        default      refuses
+==============================  ===========  ==================================================
+``LUMOS_MAX_COMPRESSION_RATIO`` 200          a gzip file that inflates to more than this many
+                                             times its size (real Chakra traces: 13-30:1), as
+                                             soon as it does so (judged past 16 MiB of output),
+                                             so a decompression bomb is never held in memory
+``LUMOS_MAX_RECORD_BYTES``      268435456    one record (GlobalMetadata or Node) longer than
+                                             this (256 MiB; real nodes are well under 1 KiB)
+==============================  ===========  ==================================================
+
+Empty Node records (length 0: a node with id 0, no name and type INVALID) are read as such,
+but a file with more of them than both 1,024 and its non-empty node records is refused: no real
+trace holds them, and a few bytes of gzip would otherwise become millions of nodes.
 """
 
 from __future__ import annotations
@@ -13,21 +31,28 @@ from __future__ import annotations
 import gzip as _gzip
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
 
-from lumos._io import atomic_write, is_gzip, read_bytes
+from lumos._io import atomic_write, is_gzip
 from lumos.chakra import _wire
 from lumos.chakra.attrs import WireError, read_varint, varint_bytes
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace, ChakraWorkload
-from lumos.errors import ChakraFormatError, InputError, NoTracesError
+from lumos.errors import ChakraFormatError, ConfigError, InputError, NoTracesError
 
 __all__ = ["rank_files", "read_chakra", "write_chakra"]
 
 _RANK_RE = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et(?:\.gz)?$")
 _CHUNK_NODES = 1 << 16
+
+RATIO_ENV, RATIO_DEFAULT = "LUMOS_MAX_COMPRESSION_RATIO", 200.0
+RECORD_ENV, RECORD_DEFAULT = "LUMOS_MAX_RECORD_BYTES", 256 << 20
+_RATIO_GRACE = 16 << 20  # output below this is never judged: small files compress oddly
+_EMPTY_NODES_FREE = 1024
+_IN_CHUNK, _OUT_CHUNK = 1 << 20, 4 << 20
 
 
 def rank_files(path: str | os.PathLike[str]) -> tuple[str, dict[int, Path]]:
@@ -82,8 +107,71 @@ def _load(path: Path) -> np.ndarray:
     if size == 0:
         raise ChakraFormatError(path, "empty file: no GlobalMetadata record")
     if is_gzip(head):
-        return np.frombuffer(read_bytes(path), dtype=np.uint8)
+        return np.frombuffer(_gunzip(path, _limit(RATIO_ENV, RATIO_DEFAULT)), dtype=np.uint8)
     return np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray)
+
+
+def _limit(env: str, default: float) -> float:
+    """The positive number in environment variable ``env``, else ``default``."""
+    text = os.environ.get(env, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"{env}={text!r} is not a positive number")
+    return value
+
+
+def _gunzip(path: Path, max_ratio: float) -> bytearray:
+    """The decompressed content of the gzip file ``path`` (all members), inflated a bounded
+    chunk at a time and refused as soon as it grows past ``max_ratio`` times the bytes read."""
+    out = bytearray()
+    n_in = 0
+    d: zlib._Decompress | None = zlib.decompressobj(wbits=31)
+    pending = b""
+    try:
+        with path.open("rb") as f:
+            while True:
+                if d is None:  # between members: zero padding, another member or garbage
+                    pending = pending.lstrip(b"\0")
+                if len(pending) < (2 if d is None else 1):
+                    more = f.read(_IN_CHUNK)
+                    n_in += len(more)
+                    pending += more
+                    if more:
+                        continue
+                    if d is None:  # end of file
+                        if pending:
+                            raise InputError(path, "trailing bytes after the gzip stream")
+                        break
+                    out += d.flush()  # what inflate held back (at most one match)
+                    if not d.eof:
+                        raise InputError(path, "truncated gzip stream (file ends early)")
+                    pending, d = d.unused_data, None
+                    continue
+                if d is None:
+                    if not is_gzip(pending):
+                        raise InputError(path, "trailing bytes after the gzip stream")
+                    d = zlib.decompressobj(wbits=31)
+                out += d.decompress(pending, _OUT_CHUNK)
+                pending = d.unconsumed_tail
+                if d.eof:
+                    pending, d = d.unused_data + pending, None
+                if len(out) > _RATIO_GRACE and len(out) > max_ratio * max(n_in, 1):
+                    raise InputError(
+                        path,
+                        f"gzip inflates more than {max_ratio:g} times its size (already "
+                        f"{len(out)} bytes from {n_in}; real Chakra traces compress 13-30:1): "
+                        f"refused as a decompression bomb; set {RATIO_ENV} higher to read it",
+                    )
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except zlib.error as exc:
+        raise InputError(path, f"corrupt gzip data: {exc}") from None
+    return out
 
 
 def _rank_of(path: Path) -> int | None:
@@ -95,10 +183,19 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
     buf = _load(path)
     if buf.size == 0:
         raise ChakraFormatError(path, "empty file (after decompression): no GlobalMetadata record")
-    err = np.zeros(6, dtype=np.int64)
+    err = np.zeros(7, dtype=np.int64)
     empty = np.zeros(0, dtype=np.int64)
-    n_rec = _wire.scan_records(buf, 0, buf.size, False, empty, empty, err)
-    _raise_scan(path, err)
+    max_rec = int(_limit(RECORD_ENV, RECORD_DEFAULT))
+    n_rec = _wire.scan_records(buf, 0, buf.size, max_rec, False, empty, empty, err)
+    _raise_scan(path, err, max_rec)
+    n_empty = int(err[4])
+    if n_empty > _EMPTY_NODES_FREE and n_empty > n_rec - 1 - n_empty:
+        raise ChakraFormatError(
+            path,
+            f"{n_empty} of its {n_rec - 1} node records are empty (zero-length: id 0, no name, "
+            f"type INVALID), which no real trace holds; refused as corrupt or a decompression "
+            f"bomb (at most {_EMPTY_NODES_FREE}, or as many as the non-empty node records)",
+        )
     meta_len, pos = read_varint(buf[:10].tobytes(), 0)
     try:
         meta = ChakraMetadata.decode(buf[pos : pos + meta_len].tobytes())
@@ -142,11 +239,17 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
     )
 
 
-def _raise_scan(path: Path, err: np.ndarray) -> None:
+def _raise_scan(path: Path, err: np.ndarray, max_rec: int) -> None:
     code, record, offset, extra = (int(x) for x in err[:4])
     if code == _wire.E_OK:
         return
     what = "GlobalMetadata record" if record == 0 else f"record {record} (node row {record - 1})"
+    if code == _wire.E_RECORD_LIMIT:
+        raise ChakraFormatError(
+            path,
+            f"{what} at byte {offset} declares {extra} bytes, above the limit of {max_rec} "
+            f"bytes per record; set {RECORD_ENV} higher if the file is genuine",
+        )
     detail = f"; it declares {extra} bytes" if code == _wire.E_LENGTH_PAST_EOF else ""
     raise ChakraFormatError(
         path,
@@ -217,10 +320,15 @@ def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray
         if status == 0:
             break
         if status in _GROUPS:
+            # at least double: the node being decoded may hold more items than the estimate
+            # from the share decoded so far (one node with 4,000 attributes), and a capacity
+            # recomputed from the same state would fail on the same node forever
+            items = _GROUPS[status][1]
             used = int(st[_COUNTER[status]])
             done = max(int(st[_wire.ST_POS]) - pos, 1)
-            cap = max(int(used * total / done * 1.05) + 1024, used + used // 2 + 16)
-            for name, dt in _GROUPS[status][1]:
+            have = cols[items[0][0]].shape[0]
+            cap = max(int(used * total / done * 1.05) + 1024, 2 * have + 16)
+            for name, dt in items:
                 grown = np.empty(cap, dt)
                 grown[:used] = cols[name][:used]
                 cols[name] = grown
@@ -262,10 +370,18 @@ def _grow_table(
 
 
 def _raise_node(path: Path, buf: np.ndarray, err: np.ndarray) -> NoReturn:
-    code, row, offset, fno, rec_off, rec_len = (int(x) for x in err)
+    code, row, offset, fno, rec_off, rec_len, value = (int(x) for x in err)
     node_id = _peek_id(buf, rec_off, rec_len)
     who = f"node id {node_id} (row {row})" if node_id is not None else f"node row {row}"
-    raise ChakraFormatError(path, f"{who}, field {fno} at byte {offset}: {_wire.ERROR_TEXT[code]}")
+    text = _wire.ERROR_TEXT[code]
+    if code == _wire.E_TIME_RANGE:
+        text = f"{_TIME_FIELDS.get(fno, 'time')} " + text.format(value=value & ((1 << 64) - 1))
+    elif code == _wire.E_NODE_TYPE_RANGE:
+        text = text.format(value=value)
+    raise ChakraFormatError(path, f"{who}, field {fno} at byte {offset}: {text}")
+
+
+_TIME_FIELDS = {6: "start_time_micros", 7: "duration_micros"}
 
 
 def _names(

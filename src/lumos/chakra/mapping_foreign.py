@@ -14,7 +14,9 @@ carry no lumos tables. :func:`foreign_graph` makes a replayable graph from what 
   ``comm_size``, ``pg_name``, ``comm_src``/``comm_dst``/``comm_tag``). A CPU-side COMM_COLL with
   no ``comm_type`` (upstream's ``c10d::*`` launch ops) is a plain CPU op
   (``cpu_comm_without_comm_type``); a GPU one is a collective of unknown type
-  (``comm_type_missing``).
+  (``comm_type_missing``). A negative ``comm_size`` counts as absent
+  (``comm_size_negative_as_0``), as does a communication attribute of 2**63 or more
+  (``comm_attr_beyond_int64_ignored``); times whose nanoseconds overflow int64 are an error.
 * **Dependencies**: ``data_deps`` are edges with delay 0; ``ctrl_deps`` too when they name
   another node (upstream writes its op-nesting parents there, often ids of nodes it removed:
   ``ctrl_dep_dangling``/``ctrl_dep_self`` are ignored). If ``ctrl_deps`` close a cycle they are
@@ -30,11 +32,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos.chakra._wire import MAX_MICROS
 from lumos.chakra.deps import DepGraph, topological_order
 from lumos.chakra.schema import NodeType
 from lumos.chakra.trace import MISSING, ChakraTrace
 from lumos.diagnostics import Diagnostics
-from lumos.errors import GraphError
+from lumos.errors import ChakraFormatError, GraphError
 from lumos.graph.model import (
     Comms,
     CommType,
@@ -190,6 +193,12 @@ def foreign_graph(trace: ChakraTrace, *, world_size: int | None = None) -> ExecG
     pg_names = comm.pg_names
     pg_idx = comm.pg_name_idx[rows]
     size = comm.comm_size[rows]
+    neg_size = comm_task & (size != MISSING) & (size < 0)
+    diag.warn("comm_size_negative_as_0", _example(trace, rows, neg_size), int(neg_size.sum()))
+    size = np.where(neg_size, MISSING, size)
+    big = [f"node id {int(trace.node_id[r])} {name} = {v}" for r, name, v in comm.out_of_range]
+    diag.warn("comm_attr_beyond_int64_ignored", big[0] if big else "", len(big))
+    _check_micros(trace, rows)
     comms = Comms.create(
         kind=ck[ct].astype(np.int8),
         size_bytes=np.where(size[ct] == MISSING, 0, size[ct]),
@@ -257,6 +266,21 @@ def _first_missing(trace: ChakraTrace, owner, ok, ids) -> str:
         return ""
     k = int(bad[0])
     return f"node id {int(trace.node_id[owner[k]])} -> missing id {int(ids[k])}"
+
+
+def _check_micros(trace: ChakraTrace, rows: NDArray[np.int64]) -> None:
+    """Refuse times whose nanoseconds overflow int64 (a trace built in memory; the reader
+    refuses them in files), naming the first node."""
+    for col, what in ((trace.duration_micros, "duration_micros"),
+                      (trace.start_time_micros, "start_time_micros")):  # fmt: skip
+        bad = np.flatnonzero(col[rows] > np.uint64(MAX_MICROS))
+        if bad.size:
+            r = int(rows[bad[0]])
+            raise ChakraFormatError(
+                trace.path,
+                f"node id {int(trace.node_id[r])}: {what} {int(col[r])} us does not fit int64 "
+                f"nanoseconds (at most {MAX_MICROS} us; {bad.size} nodes)",
+            )
 
 
 def _example(trace: ChakraTrace, rows: NDArray[np.int64], mask: NDArray[np.bool_]) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 
 from lumos.chakra.deps import critical_path, resolve_deps
 from lumos.chakra.schema import CollectiveCommType, NodeType
-from lumos.chakra.trace import MISSING, ChakraTrace
+from lumos.chakra.trace import MISSING, ChakraTrace, exact_sum
 
 __all__ = ["trace_stats"]
 
@@ -27,7 +27,7 @@ def trace_stats(trace: ChakraTrace) -> dict[str, Any]:
         label = NodeType(t).name if t in NodeType._value2member_map_ else f"UNKNOWN_{t}"
         mask = types == t
         by_type[label] = int(mask.sum())
-        dur_by_type[label] = int(trace.duration_micros[mask].sum())
+        dur_by_type[label] = exact_sum(trace.duration_micros[mask])
     coll = types == NodeType.COMM_COLL_NODE
     kinds = trace.comm.comm_type[coll]
     by_coll: dict[str, int] = {}
@@ -45,9 +45,9 @@ def trace_stats(trace: ChakraTrace) -> dict[str, Any]:
         "nodes": trace.num_nodes,
         "nodes_by_type": by_type,
         "collectives_by_comm_type": by_coll,
-        "comm_bytes": int(comm_size[comm_size != MISSING].sum()),
+        "comm_bytes": exact_sum(comm_size[comm_size != MISSING]),
         "nodes_with_duration": int((trace.duration_micros > 0).sum()),
-        "duration_micros_total": int(trace.duration_micros.sum()),
+        "duration_micros_total": exact_sum(trace.duration_micros),
         "duration_micros_by_type": dur_by_type,
         "data_deps": int(trace.data_deps.shape[0]),
         "ctrl_deps": int(trace.ctrl_deps.shape[0]),

@@ -65,7 +65,17 @@ MISSING = np.iinfo(np.int64).min
 
 _INT_KINDS = np.array(sorted(INTEGER_KINDS), dtype=np.int8)
 _BOOL_KIND = 27
+_UINT64_KINDS = np.array([13, 21], dtype=np.int8)  # uint64_val, fixed64_val
 _STRING_KIND = 29
+
+
+def exact_sum(a: np.ndarray) -> int:
+    """The exact sum of an integer array (NumPy's wraps silently past 64 bits)."""
+    if a.size == 0:
+        return 0
+    if max(abs(int(a.max())), abs(int(a.min()))) * a.size < 2**63:
+        return int(a.sum())
+    return sum(a.tolist())
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +161,9 @@ class CommColumns:
     Integer columns hold :data:`MISSING` where the attribute is absent or not an integer;
     ``pg_name_idx`` is a row of ``pg_names`` or -1; ``is_cpu_op`` is 1, 0 or -1 (absent).
     ``ill_typed`` lists ``(node_idx, attribute name, kind)`` for convention attributes written
-    with a kind that tools cannot use (e.g. ``comm_type`` as a string).
+    with a kind that tools cannot use (e.g. ``comm_type`` as a string); ``out_of_range`` lists
+    ``(node_idx, attribute name, exact value)`` for unsigned values beyond int64 (2**63 and up),
+    which the columns hold as :data:`MISSING` rather than wrapped negative.
     """
 
     comm_type: np.ndarray
@@ -163,6 +175,7 @@ class CommColumns:
     pg_names: tuple[str, ...]
     is_cpu_op: np.ndarray
     ill_typed: tuple[tuple[int, str, str], ...]
+    out_of_range: tuple[tuple[int, str, int], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -303,6 +316,9 @@ class ChakraTrace:
         node_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.attr_ptr))
         is_int = np.isin(self.attr_kind, _INT_KINDS)
         ill: list[tuple[int, str, str]] = []
+        # uint64/fixed64 values of 2**63 and more: kept exact in out_of_range, never wrapped
+        wrapped = np.isin(self.attr_kind, _UINT64_KINDS) & (self.attr_int < 0)
+        big: list[tuple[int, str, int]] = []
         cols: dict[str, np.ndarray] = {}
         for key in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "is_cpu_op"):
             col = np.full(n, MISSING, dtype=np.int64)
@@ -310,6 +326,9 @@ class ChakraTrace:
                 rows = self.attr_name_idx == self.attr_names.index(key)
                 ok = rows & (is_int | (self.attr_kind == _BOOL_KIND))
                 col[node_of[ok]] = self.attr_int[ok]
+                for k in np.flatnonzero(rows & wrapped):
+                    col[node_of[k]] = MISSING
+                    big.append((int(node_of[k]), key, int(self.attr_int[k]) + (1 << 64)))
                 for k in np.flatnonzero(rows & ~ok):
                     kind = ATTR_KIND_NAMES.get(int(self.attr_kind[k]), "none")
                     ill.append((int(node_of[k]), key, kind))
@@ -336,6 +355,7 @@ class ChakraTrace:
             pg_names=tuple(pg_names),
             is_cpu_op=is_cpu,
             ill_typed=tuple(ill),
+            out_of_range=tuple(sorted(big)),
             **cols,
         )
 

@@ -4,8 +4,10 @@ Errors (``validate`` exits 1): duplicate node ids, ``data_deps``/``ctrl_deps`` n
 (ASTRA-sim's feeder aborts on them), dependency cycles (including a node depending on itself),
 communication nodes without the attributes a simulator needs (``comm_type``/``comm_size`` on
 GPU-side COMM_COLL, ``comm_dst`` on COMM_SEND, ``comm_src`` on COMM_RECV), convention
-attributes of an unusable kind (e.g. ``comm_type`` as a string), invalid node types, and empty
-metadata (no version and no attributes).
+attributes of an unusable kind (e.g. ``comm_type`` as a string) or of a value beyond int64
+(``out_of_range_attr``), a negative ``comm_size``, invalid node types, and empty metadata (no
+version and no attributes). Node types beyond -128..127 and times whose nanoseconds overflow
+int64 never get here: :func:`~lumos.chakra.read_chakra` refuses them, naming the node.
 
 Warnings: CPU-side collectives (``is_cpu_op`` true) without ``comm_type``, as the PyTorch
 converter writes for ``c10d::*`` ops: they are host-side launches of a collective whose
@@ -122,6 +124,14 @@ def _comm_problems(trace: ChakraTrace) -> list[Problem]:
         Problem("ill_typed_attr", int(ids[row]), f"{name} stored as {kind}")
         for row, name, kind in c.ill_typed
     ]
+    out += [
+        Problem("out_of_range_attr", int(ids[row]), f"{name} = {value} does not fit int64")
+        for row, name, value in c.out_of_range
+    ]
+    for row in np.flatnonzero((c.comm_size != MISSING) & (c.comm_size < 0)).tolist():
+        out.append(
+            Problem("invalid_comm_size", int(ids[row]), f"comm_size {int(c.comm_size[row])}")
+        )
     coll = t == NodeType.COMM_COLL_NODE
     cpu = c.is_cpu_op == 1
     for row in np.flatnonzero(coll & (c.comm_type == MISSING) & cpu).tolist():
