@@ -14,6 +14,9 @@ can catch one type. Each error names the file it is about when there is one::
     └── MissingDependencyError     an optional extra (torch, dask, matplotlib) is not installed
 
 The CLI prints ``lumos: error: <message>`` on one line and exits 1 (traceback with ``-v``).
+
+Every error pickles intact (``__reduce__`` replays its constructor arguments), so an error raised
+in a worker process or on a Dask worker reaches the caller as the same type with the same message.
 """
 
 from __future__ import annotations
@@ -36,6 +39,22 @@ __all__ = [
 class LumosError(Exception):
     """Root of every error lumos raises on purpose."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception pickles as ``cls(*self.args)``, which breaks for subclasses whose
+        # ``__init__`` takes other arguments than the message; replay the real ones instead.
+        return (_rebuild, (type(self), self._init_args(), self.__dict__))
+
+    def _init_args(self) -> tuple[object, ...]:
+        return self.args
+
+
+def _rebuild(
+    cls: type[LumosError], args: tuple[object, ...], state: dict[str, object]
+) -> LumosError:
+    err = cls(*args)
+    err.__dict__.update(state)
+    return err
+
 
 class InputError(LumosError):
     """A file or directory that cannot be used; the message starts with its path."""
@@ -44,6 +63,9 @@ class InputError(LumosError):
         self.path = None if path is None else str(path)
         self.problem = problem
         super().__init__(problem if self.path is None else f"{self.path}: {problem}")
+
+    def _init_args(self) -> tuple[object, ...]:
+        return (self.path, self.problem)
 
 
 class TraceFormatError(InputError):
@@ -76,7 +98,11 @@ class MissingDependencyError(LumosError):
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         self.package = package
         self.extra = extra
+        self.purpose = purpose
         super().__init__(
             f"{purpose} needs {package}, which is not installed; "
             f"install it with: pip install 'lumos[{extra}]'"
         )
+
+    def _init_args(self) -> tuple[object, ...]:
+        return (self.package, self.extra, self.purpose)

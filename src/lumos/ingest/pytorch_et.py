@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
-from lumos._io import read_bytes
+from lumos._io import decompress, read_bytes
 from lumos.diagnostics import Diagnostics
 from lumos.errors import TraceFormatError
 from lumos.ingest.et_comm import COMM_ATTR_NAMES, CommTable, build_comm_table
@@ -185,14 +185,7 @@ def _single_json_member(where: str, raw: bytes) -> tuple[str, bytes]:
             data = f.read()
     except tarfile.TarError as exc:
         raise TraceFormatError(where, f"cannot read archive: {exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        import gzip
-        import zlib
-
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise TraceFormatError(f"{where}::{jsons[0].name}", f"corrupt gzip: {exc}") from None
+    data = decompress(data, f"{where}::{jsons[0].name}")
     return jsons[0].name, data
 
 
