@@ -18,7 +18,7 @@ from typing import Any
 from lumos._io import atomic_write
 from lumos.chakra.trace import ChakraTrace
 from lumos.diagnostics import Diagnostics
-from lumos.errors import ConfigError, NoTracesError
+from lumos.errors import ConfigError, LumosError, NoTracesError
 from lumos.graph.build import align_ranks, build_graph
 from lumos.graph.edits import scale_by_name
 from lumos.graph.model import DepKind, ExecGraph, Workload
@@ -79,9 +79,14 @@ class Replay:
 
 
 def _build_one(ref: TraceRef) -> ExecGraph:
-    if ref.kind == "chakra":
-        return _chakra_graph(ref)
-    return build_graph(trace_from_bytes(ref.read(), ref.where))
+    try:
+        if ref.kind == "chakra":
+            return _chakra_graph(ref)
+        return build_graph(trace_from_bytes(ref.read(), ref.where))
+    except LumosError as exc:
+        if ref.where not in str(exc):  # say which rank's file, whatever stage failed
+            exc.args = (f"{ref.where}: {exc}", *exc.args[1:])
+        raise
 
 
 def _chakra_graph(ref: TraceRef) -> ExecGraph:

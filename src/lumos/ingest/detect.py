@@ -51,6 +51,9 @@ class TraceRef:
         self.kind = kind
         self.data = data  # the raw bytes of a pipe, which can be read only once
 
+    def __repr__(self) -> str:
+        return self.where
+
     @property
     def where(self) -> str:
         """How errors and reports name it."""
