@@ -24,6 +24,7 @@ import contextlib
 import io
 import lzma
 import os
+import shutil
 import stat
 import tarfile
 import tempfile
@@ -32,11 +33,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol, overload
 
-from lumos.errors import ConfigError, InputError
+from lumos.errors import ConfigError, InputError, OutputError
 
 __all__ = [
     "MAX_RATIO_ENV",
+    "atomic_outputs",
     "atomic_write",
+    "check_writable",
     "decompress",
     "is_gzip",
     "iter_heads",
@@ -398,6 +401,39 @@ def iter_heads(
             raise InputError(p, f"cannot read: {exc.strerror or exc}") from None
 
 
+OutputKind = Literal["dir", "file", "prefix"]
+
+
+def check_writable(path: str | os.PathLike[str], kind: OutputKind) -> Path:
+    """Refuse, before any work, an output path that cannot be written; returns it as a Path.
+
+    ``kind``: ``dir`` (a directory, created if missing), ``file`` (a file, its directory
+    created), ``prefix`` (files ``<prefix>.<suffix>``: its directory created). The nearest
+    existing ancestor must be a writable directory (not a regular file) and an existing target
+    must be of the right kind. Raises :class:`~lumos.errors.OutputError` naming the path.
+    """
+    p = Path(path)
+    if p.exists():
+        if kind == "dir" and not p.is_dir():
+            raise OutputError(p, "it exists and is not a directory")
+        if kind != "dir" and p.is_dir():
+            raise OutputError(p, "it is a directory, expected a file name")
+    first_new = p if kind == "dir" else p.parent
+    parent = first_new
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(p, f"{parent} is not a directory")
+    target = p if kind == "dir" and p.is_dir() else parent
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise OutputError(p, f"no permission to write in {target}")
+    return p
+
+
+def _os_error(path: Path, exc: OSError) -> OutputError:
+    return OutputError(path, exc.strerror or str(exc))
+
+
 @overload
 def atomic_write(
     path: str | os.PathLike[str], mode: Literal["w"] = "w"
@@ -423,8 +459,11 @@ def atomic_write(
 
 @contextlib.contextmanager
 def _atomic_write(path: Path, mode: str) -> Iterator[IO]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _os_error(path, exc) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs should look like any other file
@@ -435,7 +474,39 @@ def _atomic_write(path: Path, mode: str) -> Iterator[IO]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # disk full, quota, read-only file system
+            raise _os_error(path, exc) from None
         raise
+
+
+@contextlib.contextmanager
+def atomic_outputs(out_dir: str | os.PathLike[str], main: str) -> Iterator[Path]:
+    """Write a set of files atomically as a set: yields a temporary directory beside them
+    (inside ``out_dir``) to write every file into; when the block succeeds, each file replaces
+    its namesake in ``out_dir`` and ``main`` (the file that names the others) comes last, after
+    the previous ``main`` was removed first. So at every instant ``out_dir`` holds the previous
+    complete set, or no ``main`` (an unfinished set, visibly), or the new complete set. When the
+    block fails (an error, Ctrl-C, SIGTERM under the CLI) the temporary directory is removed and
+    ``out_dir`` is as it was.
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".lumos-", suffix=".tmp", dir=out))
+    except OSError as exc:
+        raise _os_error(out, exc) from None
+    try:
+        yield tmp
+        names = sorted(q.name for q in tmp.iterdir())
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(out / main)
+            for name in sorted(names, key=lambda n: n == main):
+                os.replace(tmp / name, out / name)
+        except OSError as exc:
+            raise _os_error(out, exc) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

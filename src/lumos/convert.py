@@ -211,7 +211,8 @@ def _rank_of(ref: TraceRef, many: bool) -> int:
     m = _DIST_RANK.search(ref.read()[: 1 << 20])
     if m:
         if len(m.group(1)) > 9:
-            raise InputError(ref.where, f"distributedInfo.rank {m.group(1)} is out of range")
+            rank = m.group(1).decode()
+            raise InputError(ref.where, f"distributedInfo.rank {rank} is out of range")
         return int(m.group(1))
     if not many:
         return 0

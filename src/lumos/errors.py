@@ -8,6 +8,7 @@ can catch one type. Each error names the file it is about when there is one::
     │   ├── TraceFormatError       a file that is not, or no longer, a valid trace of its kind
     │   ├── ChakraFormatError      a Chakra .et file that does not decode
     │   └── NoTracesError          a path or directory holding no trace at all
+    ├── OutputError                an output path that cannot be written (names the path)
     ├── GraphError                 an execution graph that breaks an invariant (cycle, dangling id)
     ├── SimulationError            the simulator could not finish (deadlock, unmatched collective)
     ├── ConfigError                a user option that does not make sense
@@ -31,6 +32,7 @@ __all__ = [
     "LumosError",
     "MissingDependencyError",
     "NoTracesError",
+    "OutputError",
     "SimulationError",
     "TraceFormatError",
 ]
@@ -78,6 +80,18 @@ class ChakraFormatError(InputError):
 
 class NoTracesError(InputError):
     """A path (usually a directory) that holds no trace lumos recognizes."""
+
+
+class OutputError(LumosError):
+    """An output path that cannot be written: under a regular file, no permission, disk full."""
+
+    def __init__(self, path: str | PathLike[str], problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"cannot write {self.path}: {problem}")
+
+    def _init_args(self) -> tuple[object, ...]:
+        return (self.path, self.problem)
 
 
 class GraphError(LumosError):
