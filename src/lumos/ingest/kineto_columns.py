@@ -311,7 +311,7 @@ def _far_from_the_rest(ts: np.ndarray) -> np.ndarray | None:
         width = max(10.0 * (hi - lo), _FAR_US)
         far |= usable & ((ts < lo - width) | (ts > hi + width))
     n_far = int(far.sum())
-    if n_far == 0 or n_far > allowed:
+    if n_far == 0 or n_far > allowed or n_far == n:
         return None
     return ~far
 

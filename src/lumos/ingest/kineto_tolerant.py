@@ -83,6 +83,8 @@ def _clean_args(args: Any, diagnostics: dict[str, int]) -> dict[str, Any]:
                     _bump(diagnostics, f"arg_{k.replace(' ', '_').lower()}_out_of_range_dropped")
         elif k == "stream" and isinstance(v, int) and not _fits(v, _I64):
             _bump(diagnostics, "arg_stream_out_of_range_dropped")
+        elif k == "stream" and (isinstance(v, bool) or not isinstance(v, int | str)):
+            _bump(diagnostics, "arg_stream_not_an_integer_dropped")
         elif k in _STR_ARGS:
             out[k] = v if isinstance(v, str) else str(v)
         else:
