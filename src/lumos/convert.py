@@ -210,6 +210,9 @@ def _name_rank(ref: TraceRef) -> int:
 def _rank_of(ref: TraceRef, many: bool) -> int:
     m = _DIST_RANK.search(ref.read()[: 1 << 20])
     if m:
+        if len(m.group(1)) > 9:
+            rank = m.group(1).decode()
+            raise InputError(ref.where, f"distributedInfo.rank {rank} is out of range")
         return int(m.group(1))
     if not many:
         return 0

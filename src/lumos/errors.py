@@ -8,12 +8,16 @@ can catch one type. Each error names the file it is about when there is one::
     │   ├── TraceFormatError       a file that is not, or no longer, a valid trace of its kind
     │   ├── ChakraFormatError      a Chakra .et file that does not decode
     │   └── NoTracesError          a path or directory holding no trace at all
+    ├── OutputError                an output path that cannot be written (names the path)
     ├── GraphError                 an execution graph that breaks an invariant (cycle, dangling id)
     ├── SimulationError            the simulator could not finish (deadlock, unmatched collective)
     ├── ConfigError                a user option that does not make sense
     └── MissingDependencyError     an optional extra (torch, dask, matplotlib) is not installed
 
 The CLI prints ``lumos: error: <message>`` on one line and exits 1 (traceback with ``-v``).
+
+Every error pickles intact (``__reduce__`` replays its constructor arguments), so an error raised
+in a worker process or on a Dask worker reaches the caller as the same type with the same message.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ __all__ = [
     "LumosError",
     "MissingDependencyError",
     "NoTracesError",
+    "OutputError",
     "SimulationError",
     "TraceFormatError",
 ]
@@ -35,6 +40,22 @@ __all__ = [
 
 class LumosError(Exception):
     """Root of every error lumos raises on purpose."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception pickles as ``cls(*self.args)``, which breaks for subclasses whose
+        # ``__init__`` takes other arguments than the message; replay the real ones instead.
+        return (_rebuild, (type(self), self._init_args(), self.__dict__))
+
+    def _init_args(self) -> tuple[object, ...]:
+        return self.args
+
+
+def _rebuild(
+    cls: type[LumosError], args: tuple[object, ...], state: dict[str, object]
+) -> LumosError:
+    err = cls(*args)
+    err.__dict__.update(state)
+    return err
 
 
 class InputError(LumosError):
@@ -44,6 +65,9 @@ class InputError(LumosError):
         self.path = None if path is None else str(path)
         self.problem = problem
         super().__init__(problem if self.path is None else f"{self.path}: {problem}")
+
+    def _init_args(self) -> tuple[object, ...]:
+        return (self.path, self.problem)
 
 
 class TraceFormatError(InputError):
@@ -56,6 +80,18 @@ class ChakraFormatError(InputError):
 
 class NoTracesError(InputError):
     """A path (usually a directory) that holds no trace lumos recognizes."""
+
+
+class OutputError(LumosError):
+    """An output path that cannot be written: under a regular file, no permission, disk full."""
+
+    def __init__(self, path: str | PathLike[str], problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"cannot write {self.path}: {problem}")
+
+    def _init_args(self) -> tuple[object, ...]:
+        return (self.path, self.problem)
 
 
 class GraphError(LumosError):
@@ -76,7 +112,11 @@ class MissingDependencyError(LumosError):
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         self.package = package
         self.extra = extra
+        self.purpose = purpose
         super().__init__(
             f"{purpose} needs {package}, which is not installed; "
             f"install it with: pip install 'lumos[{extra}]'"
         )
+
+    def _init_args(self) -> tuple[object, ...]:
+        return (self.package, self.extra, self.purpose)

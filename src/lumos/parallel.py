@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from lumos.errors import MissingDependencyError
+from lumos.errors import LumosError, MissingDependencyError
 
 __all__ = ["default_workers", "map_ranks"]
 
@@ -53,11 +54,15 @@ def map_ranks(
     results: list[Any] = [None] * len(items)
     with ProcessPoolExecutor(max_workers=min(n, len(items))) as pool:
         futures = {pool.submit(fn, x): i for i, x in enumerate(items)}
-        from concurrent.futures import as_completed
-
         for fut in as_completed(futures):
             i = futures[fut]
-            results[i] = fut.result()
+            try:
+                results[i] = fut.result()
+            except BrokenProcessPool:
+                raise LumosError(
+                    f"a worker process died while processing {items[i]} (out of memory?); "
+                    "rerun with --workers 1 to see the error"
+                ) from None
             if on_done:
                 on_done(i)
     return results

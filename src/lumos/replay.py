@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumos._io import atomic_write
+from lumos._io import atomic_outputs, atomic_write
 from lumos.chakra.trace import ChakraTrace
 from lumos.diagnostics import Diagnostics
-from lumos.errors import ConfigError, NoTracesError
+from lumos.errors import ConfigError, LumosError, NoTracesError
 from lumos.graph.build import align_ranks, build_graph
 from lumos.graph.edits import scale_by_name
 from lumos.graph.model import DepKind, ExecGraph, Workload
@@ -79,9 +79,14 @@ class Replay:
 
 
 def _build_one(ref: TraceRef) -> ExecGraph:
-    if ref.kind == "chakra":
-        return _chakra_graph(ref)
-    return build_graph(trace_from_bytes(ref.read(), ref.where))
+    try:
+        if ref.kind == "chakra":
+            return _chakra_graph(ref)
+        return build_graph(trace_from_bytes(ref.read(), ref.where))
+    except LumosError as exc:
+        if ref.where not in str(exc):  # say which rank's file, whatever stage failed
+            exc.args = (f"{ref.where}: {exc}", *exc.args[1:])
+        raise
 
 
 def _chakra_graph(ref: TraceRef) -> ExecGraph:
@@ -216,27 +221,24 @@ def replay(
 
 
 def write_replay(rep: Replay, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write ``replay.json``, ``replay.perfetto.json`` and ``sm_util.csv`` into ``out_dir``."""
+    """Write ``replay.json``, ``replay.perfetto.json`` and ``sm_util.csv`` into ``out_dir``,
+    atomically as a set (``replay.json``, which names the others, lands last)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "replay": out / "replay.json",
-        "perfetto": out / "replay.perfetto.json",
-        "sm_util": out / "sm_util.csv",
-    }
+    names = {"replay": "replay.json", "perfetto": "replay.perfetto.json", "sm_util": "sm_util.csv"}
     doc = rep.to_dict()
-    doc["perfetto"] = {"replay": paths["perfetto"].name}
-    with atomic_write(paths["replay"]) as f:
-        json.dump(doc, f, indent=1, sort_keys=True, allow_nan=False)
-        f.write("\n")
-    write_chrome_trace(paths["perfetto"], rep.workload, rep.result)
-    with atomic_write(paths["sm_util"]) as f:
-        f.write("rank,bin,start_ns,measured,predicted\n")
-        for s in rep.summaries:
-            sm = s["sm_util"]
-            meas, pred = sm["measured"], sm["predicted"]
-            for i in range(max(len(meas), len(pred))):
-                m = f"{meas[i]:.4f}" if i < len(meas) else ""
-                p = f"{pred[i]:.4f}" if i < len(pred) else ""
-                f.write(f"{s['rank']},{i},{i * sm['bin_ns']},{m},{p}\n")
-    return paths
+    doc["perfetto"] = {"replay": names["perfetto"]}
+    with atomic_outputs(out, names["replay"]) as tmp:
+        with atomic_write(tmp / names["replay"]) as f:
+            json.dump(doc, f, indent=1, sort_keys=True, allow_nan=False)
+            f.write("\n")
+        write_chrome_trace(tmp / names["perfetto"], rep.workload, rep.result)
+        with atomic_write(tmp / names["sm_util"]) as f:
+            f.write("rank,bin,start_ns,measured,predicted\n")
+            for s in rep.summaries:
+                sm = s["sm_util"]
+                meas, pred = sm["measured"], sm["predicted"]
+                for i in range(max(len(meas), len(pred))):
+                    m = f"{meas[i]:.4f}" if i < len(meas) else ""
+                    p = f"{pred[i]:.4f}" if i < len(pred) else ""
+                    f.write(f"{s['rank']},{i},{i * sm['bin_ns']},{m},{p}\n")
+    return {k: out / v for k, v in names.items()}

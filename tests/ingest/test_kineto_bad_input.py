@@ -6,6 +6,8 @@ import contextlib
 import functools
 import gzip
 import json
+import re
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -106,3 +108,90 @@ def test_mangled_real_trace_never_crashes(data):
         mangled[pos % len(mangled)] = byte
     with contextlib.suppress(LumosError):
         trace_from_bytes(bytes(mangled), "mangled.json")
+
+
+# -- types, ranges and nesting, through ingest, graph building and replay (issue 13) ----------
+#
+# Each example runs under faulthandler's watchdog: pytest-timeout is not installed, and a hang
+# must fail the suite (the watchdog dumps every thread's stack and exits) rather than stall it.
+
+_HANG_GUARD_S = 60
+_INTS = st.one_of(
+    st.integers(min_value=-5, max_value=20),
+    st.integers(min_value=0, max_value=8),
+    st.sampled_from([2**31, 2**40, 2**63 - 1, 2**63, -(2**63) - 1, 2**70, 10**30]),
+)
+_FLOATS = st.one_of(
+    st.floats(min_value=0, max_value=1e3),
+    st.sampled_from([-1.0, 1e12, 1e15, 1e18, 1e300, -1e300, 2.0**70]),
+)
+_SCALARS = st.one_of(_INTS, _FLOATS, st.text(max_size=8), st.booleans(), st.none())
+
+
+_DEEP = re.compile(r'"<deep (\d+)>"')
+
+
+def _expand_deep(text: str) -> str:
+    """Replace each ``"<deep N>"`` marker by a list nested N deep (kept as a marker until the
+    JSON is written, so that hypothesis can print the example)."""
+    return _DEEP.sub(lambda m: "[" * int(m.group(1)) + "1" + "]" * int(m.group(1)), text)
+
+
+_VALUES = st.one_of(
+    _SCALARS,
+    st.integers(min_value=1, max_value=5000).map(lambda n: f"<deep {n}>"),
+    st.lists(_SCALARS, max_size=3),
+)
+_ARG_KEYS = st.sampled_from(
+    ["correlation", "External id", "device", "stream", "Record function id", "Input Dims",
+     "Collective name", "In msg nelems", "Group size", "wait_on_stream", "cuda_sync_kind"]
+)  # fmt: skip
+_CATS = st.sampled_from(
+    ["cpu_op", "user_annotation", "cuda_runtime", "kernel", "gpu_memcpy", "cuda_sync", "x"]
+)
+_NAMES = st.sampled_from(
+    ["aten::mm", "cudaLaunchKernel", "record_param_comms", "nccl:all_reduce",
+     "ProfilerStep#1", "ProfilerStep#" + "9" * 30, "cudaStreamSynchronize"]
+)  # fmt: skip
+
+
+@st.composite
+def _event(draw) -> dict:
+    e = {
+        "ph": draw(st.sampled_from(["X", "X", "X", "M", "s", "f"])),
+        "cat": draw(_CATS),
+        "name": draw(_NAMES),
+        "pid": draw(st.one_of(_INTS, st.just("GPU 0"))),
+        "tid": draw(st.one_of(_INTS, st.just("stream 7"))),
+        "ts": draw(st.one_of(st.floats(min_value=0, max_value=1e3), st.integers(0, 999), _FLOATS)),
+        "dur": draw(st.one_of(st.floats(min_value=0, max_value=50), _FLOATS)),
+        "args": draw(st.dictionaries(_ARG_KEYS, _VALUES, max_size=4)),
+    }
+    if draw(st.booleans()):
+        e["id"] = draw(_INTS)
+    return e
+
+
+_TOP = st.dictionaries(
+    st.sampled_from(["distributedInfo", "deviceProperties"]),
+    st.one_of(st.fixed_dictionaries({"rank": _INTS, "world_size": _INTS}), _VALUES),
+    max_size=2,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=st.lists(_event(), min_size=1, max_size=12), top=_TOP)
+def test_odd_types_ranges_and_nesting_through_replay(events, top):
+    import faulthandler
+
+    from lumos.graph.build import build_graph
+    from lumos.replay import replay
+
+    raw = _expand_deep(json.dumps({"traceEvents": events, **top})).encode()
+    faulthandler.dump_traceback_later(_HANG_GUARD_S, exit=True)
+    try:
+        with contextlib.suppress(LumosError), warnings.catch_warnings():
+            warnings.simplefilter("error")  # a NumPy warning is a failure, not a diagnostic
+            replay(build_graph(trace_from_bytes(raw, "fuzz.json")))
+    finally:
+        faulthandler.cancel_dump_traceback_later()

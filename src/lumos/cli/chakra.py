@@ -172,7 +172,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.add_argument("path")
     j.add_argument("-o", "--output", default="-", help="output file (default stdout)")
     j.add_argument("--jsonl", action="store_true", help="one JSON object per line")
-    j.set_defaults(func=_jsonize)
+    j.set_defaults(func=_jsonize, out_kind="file")
 
     s = tools.add_parser(
         "stats", help="counts by type and collective, durations, edges, critical path"
@@ -186,14 +186,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("-o", "--output", required=True, help="out.dot or out.graphml")
     g.add_argument("--format", choices=("dot", "graphml"), help="default: from the output suffix")
     g.add_argument("--render", choices=("pdf", "svg", "png"), help="also render with Graphviz dot")
-    g.set_defaults(func=_visualize)
+    g.set_defaults(func=_visualize, out_kind="file")
 
     t = tools.add_parser(
         "timeline", help="Chrome/Perfetto trace of a dependency-respecting schedule"
     )
     t.add_argument("path")
     t.add_argument("-o", "--output", required=True, help="output .json")
-    t.set_defaults(func=_timeline)
+    t.set_defaults(func=_timeline, out_kind="file")
 
     x = tools.add_parser("text2et", help="ASTRA-sim 1.0 text workload -> per-rank Chakra ETs")
     x.add_argument("input", help="text workload file")
@@ -202,7 +202,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     x.add_argument("--num-passes", type=int, default=1)
     x.add_argument("--cycles-per-micro", type=float, default=1000.0,
                    help="NPU cycles per microsecond (default 1000 = 1 GHz)")  # fmt: skip
-    x.set_defaults(func=_text2et)
+    x.set_defaults(func=_text2et, out_kind="prefix")
 
     m = tools.add_parser("generate", help="microbenchmark ETs: one collective per rank")
     m.add_argument(
@@ -218,4 +218,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=".",
         help="writes <dir>/<coll>_<N>npus_<size>/<coll>.<rank>.et",
     )
-    m.set_defaults(func=_generate)
+    m.set_defaults(func=_generate, out_kind="dir")

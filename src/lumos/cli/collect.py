@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--et", action="store_true", help="also record PyTorch Execution Traces")
     p.add_argument("--stack", action="store_true", help="record Python stacks (slow)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, out_kind="dir")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "keep it (default: on, off with --compat)")  # fmt: skip
     p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
     p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, out_kind="prefix")
 
 
 def format_report(report: ConvertReport) -> str:

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("-o", "--out", type=Path, default=Path("lumos-demo"),
                    help="output directory (default: ./lumos-demo)")  # fmt: skip
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, out_kind="dir")
 
 
 def run(args: argparse.Namespace) -> int:

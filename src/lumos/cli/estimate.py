@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--algorithm", default="auto", help="collective algorithm (default: auto)")
     p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
     p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
-    p.set_defaults(func=run)  # fmt: skip
+    p.set_defaults(func=run, out_kind="dir")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

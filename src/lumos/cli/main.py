@@ -3,17 +3,25 @@
 Each verb lives in its own module under :mod:`lumos.cli` exposing ``register(subparsers)``, which
 adds a parser and sets ``func`` to a callable taking the parsed namespace and returning an exit
 code. A :class:`~lumos.errors.LumosError` becomes one line on stderr and exit code 1; ``-v`` adds
-the traceback.
+the traceback. A verb that writes sets ``out_kind`` (``dir``, ``file`` or ``prefix``, see
+:func:`lumos._io.check_writable`) and its ``-o`` path is checked before any work. Ctrl-C exits
+130 and SIGTERM 143, each with one line, after the outputs being written were rolled back
+(temporary files removed, earlier outputs left as they were).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
+from lumos._io import check_writable
 from lumos._version import __version__
 from lumos.errors import LumosError
 
@@ -58,7 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0 if args.command is None else 2
     try:
-        return int(args.func(args) or 0)
+        with _sigterm_raises():
+            _check_output(args)
+            return int(args.func(args) or 0)
+    except _Terminated:
+        print("lumos: terminated", file=sys.stderr)
+        return 143
     except LumosError as exc:
         if args.verbose:
             traceback.print_exc()
@@ -69,3 +82,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised like KeyboardInterrupt so that every ``finally`` and rollback runs."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    """The verb's output path (``-o``), checked before the work starts."""
+    kind = getattr(args, "out_kind", None)
+    if kind is None:
+        return
+    for attr in ("out", "output", "output_dir"):
+        value = getattr(args, attr, None)
+        if value is not None and str(value) != "-":
+            check_writable(value, kind)
+            return

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
     p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, out_kind="dir")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--figures", type=Path, metavar="DIR", help="also write figures here")
     p.add_argument("--png", action="store_true", help="figures as PNG too (needs lumos[plot])")
     p.add_argument("--title", help="report title")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, out_kind="file")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import os
 import re
-import tarfile
-import zlib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Literal
+from typing import Literal
 
-from lumos._io import is_gzip, read_bytes
+from lumos._io import iter_heads, read_bytes, read_stream_input
 from lumos.errors import InputError, NoTracesError
 
 __all__ = ["TraceKind", "TraceRef", "expand_paths", "sniff_kind"]
@@ -44,12 +41,18 @@ def sniff_kind(payload: bytes) -> TraceKind | None:
 class TraceRef:
     """One trace found on disk: a file, or a member of a tar archive."""
 
-    __slots__ = ("kind", "member", "path")
+    __slots__ = ("data", "kind", "member", "path")
 
-    def __init__(self, path: Path, member: str | None, kind: TraceKind) -> None:
+    def __init__(
+        self, path: Path, member: str | None, kind: TraceKind, data: bytes | None = None
+    ) -> None:
         self.path = path
         self.member = member
         self.kind = kind
+        self.data = data  # the raw bytes of a pipe, which can be read only once
+
+    def __repr__(self) -> str:
+        return self.where
 
     @property
     def where(self) -> str:
@@ -58,57 +61,21 @@ class TraceRef:
 
     def read(self) -> bytes:
         """The decompressed payload."""
-        return read_bytes(self.path, self.member)
+        return read_bytes(self.path, self.member, data=self.data)
 
 
-_HEAD_BYTES = 65536
-
-
-def _head_of(f: IO[bytes]) -> bytes:
-    """The first bytes of a stream, decompressed when it is gzip (a truncated stream is fine)."""
-    raw = f.read(_HEAD_BYTES)
-    if not is_gzip(raw):
-        return raw
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    out = b""
-    while len(out) < _HEAD_BYTES and raw:
-        try:
-            out += d.decompress(raw, _HEAD_BYTES - len(out))
-        except zlib.error:
-            break
-        raw = d.unconsumed_tail or f.read(_HEAD_BYTES)
-    return out
-
-
-def _refs_of_file(path: Path) -> Iterator[TraceRef]:
-    """Sniff a file (or each member of a tar archive) from its first 64 KiB only."""
-    if tarfile.is_tarfile(path):
-        try:
-            with tarfile.open(path, "r:*") as tar:
-                found = []
-                for m in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
-                    if Path(m.name).name.startswith("."):
-                        continue
-                    f = tar.extractfile(m)
-                    kind = sniff_kind(_head_of(f)) if f is not None else None
-                    if kind is not None:
-                        found.append(TraceRef(path, m.name, kind))
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-            raise InputError(path, f"cannot read archive: {exc}") from None
-        yield from found
-        return
-    try:
-        with path.open("rb") as f:
-            head = _head_of(f)
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    if not head.strip():
-        if is_gzip(path.read_bytes()[:2]):
-            read_bytes(path)  # raises the precise gzip error
-        raise InputError(path, "empty file")
-    kind = sniff_kind(head)
-    if kind is not None:
-        yield TraceRef(path, None, kind)
+def _refs_of_file(path: Path) -> list[TraceRef]:
+    """Sniff a file (or each member of a tar archive, read once in stream order) from its first
+    64 KiB only; a pipe is read once into memory, a device is refused."""
+    data = read_stream_input(path)
+    refs = []
+    for member, head in iter_heads(path, data=data):
+        if member is None and not head.strip():
+            raise InputError(path, "empty file")
+        kind = sniff_kind(head)
+        if kind is not None:
+            refs.append(TraceRef(path, member, kind, data))
+    return sorted(refs, key=lambda r: r.member or "")
 
 
 def expand_paths(paths: list[str | os.PathLike[str]]) -> list[TraceRef]:

@@ -22,6 +22,8 @@ from typing import Any
 
 import msgspec
 
+from lumos.ingest.kineto_schema import I64
+
 __all__ = ["RawAttr", "RawET", "RawIO", "RawNode"]
 
 # msgspec cannot put Raw in a union, so an absent field is an empty Raw (and JSON null is b"null").
@@ -39,16 +41,16 @@ class RawAttr(msgspec.Struct, frozen=True, gc=False):
 class RawNode(msgspec.Struct, frozen=True, gc=False):
     """One ET node with every field optional except ``id`` (validated by the reader)."""
 
-    id: int
+    id: I64
     name: str = ""
-    ctrl_deps: int | list[int] | None = None
-    parent: int | None = None
-    rf_id: int | None = None
-    tid: int | None = None
-    fw_parent: int | None = None
-    fw_tid: int | None = None
-    seq_id: int | None = None
-    scope: int | None = None
+    ctrl_deps: I64 | list[I64] | None = None
+    parent: I64 | None = None
+    rf_id: I64 | None = None
+    tid: I64 | None = None
+    fw_parent: I64 | None = None
+    fw_tid: I64 | None = None
+    seq_id: I64 | None = None
+    scope: I64 | None = None
     op_schema: str | None = None
     inputs: msgspec.Raw = _ABSENT
     input_shapes: msgspec.Raw = _ABSENT
@@ -64,10 +66,10 @@ class RawET(msgspec.Struct, frozen=True):
 
     nodes: list[RawNode]
     schema: str = ""
-    pid: int | None = None
+    pid: I64 | None = None
     time: str = ""
-    start_ts: int | float | None = None
-    finish_ts: int | float | None = None
+    start_ts: I64 | float | None = None
+    finish_ts: I64 | float | None = None
     distributedInfo: dict[str, Any] | None = None  # the file's spelling
 
 

@@ -19,7 +19,7 @@ from lumos.errors import TraceFormatError
 from lumos.ingest.kineto_columns import Accumulator
 from lumos.ingest.kineto_schema import RawEvent, RawTrace
 from lumos.ingest.kineto_split import split_events
-from lumos.ingest.kineto_tolerant import decode_tolerant
+from lumos.ingest.kineto_tolerant import NESTED_TOO_DEEP, decode_tolerant
 from lumos.ingest.kineto_trace import Events, KinetoTrace
 
 __all__ = ["CHUNK_EVENTS", "Events", "KinetoTrace", "read_kineto", "trace_from_bytes"]
@@ -80,7 +80,7 @@ class _FallBack(Exception):
 def _decode_top(rest: bytes, where: str, diagnostics: dict[str, int]) -> RawTrace:
     try:
         return _DECODER.decode(rest)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         raise _FallBack from None
 
 
@@ -92,6 +92,8 @@ def _decode_chunk(chunk: bytes, where: str, diagnostics: dict[str, int]) -> list
         return decode_tolerant(doc, where, diagnostics).traceEvents
     except (msgspec.DecodeError, UnicodeDecodeError):
         raise _FallBack from None
+    except RecursionError:
+        raise TraceFormatError(where, NESTED_TOO_DEEP) from None
 
 
 def _decode_whole(raw: bytes, head: bytes, where: str, diagnostics: dict[str, int]) -> RawTrace:
@@ -109,3 +111,5 @@ def _decode_whole(raw: bytes, head: bytes, where: str, diagnostics: dict[str, in
         raise TraceFormatError(where, f"invalid JSON: {exc}") from None
     except UnicodeDecodeError as exc:
         raise TraceFormatError(where, f"invalid JSON: not UTF-8 text ({exc.reason})") from None
+    except RecursionError:
+        raise TraceFormatError(where, NESTED_TOO_DEEP) from None

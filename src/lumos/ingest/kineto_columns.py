@@ -67,14 +67,18 @@ def _stream_of(v: int | str) -> int:
 
 def _tid_key(v: int | str) -> int | str:
     """A thread id as the trace wrote it; numeric strings (2021 traces) become ints."""
-    return int(v) if isinstance(v, str) and v.isdigit() else v
+    return int(v) if isinstance(v, str) and v.isdigit() and len(v) < 19 else v
 
 
 def _proc_int(v: int | str) -> int | None:
-    if isinstance(v, int):
-        return v
-    m = _STREAM_RE.search(v)
-    return int(m.group(1)) if m else None
+    """A device or stream number from a pid/tid (``"stream 7"`` -> 7); None when there is none
+    or it does not fit int32."""
+    if isinstance(v, str):
+        m = _STREAM_RE.search(v)
+        if m is None or len(m.group(1)) > 10:
+            return None
+        v = int(m.group(1))
+    return v if -(2**31) <= v < 2**31 else None
 
 
 _GPU_INTS = frozenset(int(c) for c in GPU_CATEGORIES)
@@ -210,6 +214,14 @@ class Accumulator:
             raise TraceFormatError(where, "trace has no duration events")
         cols = {k: np.concatenate(v) for k, v in self.cols.items()}
         diagnostics = self.diagnostics
+        meta = self.meta
+        keep = _far_from_the_rest(cols["ts"])
+        if keep is not None:
+            diagnostics["events_with_out_of_range_ts_dropped"] = int((~keep).sum())
+            cols = {k: v[keep] for k, v in cols.items()}
+            new_row = np.cumsum(keep) - 1
+            meta = {int(new_row[i]): m for i, m in meta.items() if keep[i]}
+        num_x = int(cols["ts"].shape[0])
         keys = list(self.proc_index)
         procs, remap = Processors.from_keys(keys, self.labels)
         proc_idx = remap[cols["proc"]]
@@ -221,7 +233,8 @@ class Accumulator:
         if (dur_ns < 0).any():
             diagnostics["negative_duration_clamped"] = int((dur_ns < 0).sum())
             dur_ns = np.maximum(dur_ns, 0)
-        order = np.lexsort((np.arange(self.num_x), -dur_ns, ts_ns, proc_idx))
+        _count_duplicate_correlations(cols["cat"], cols["correlation_id"], diagnostics)
+        order = np.lexsort((np.arange(num_x), -dur_ns, ts_ns, proc_idx))
         events = Events(
             cat=cols["cat"][order],
             name_idx=cols["name_idx"][order],
@@ -230,9 +243,9 @@ class Accumulator:
             processor_idx=proc_idx[order].astype(np.int32),
             **{k: cols[k][order] for k in INT_COLUMNS},
         )
-        rank_of = np.empty(self.num_x, dtype=np.int64)
-        rank_of[order] = np.arange(self.num_x)
-        meta = {int(rank_of[i]): m for i, m in self.meta.items()}
+        rank_of = np.empty(num_x, dtype=np.int64)
+        rank_of[order] = np.arange(num_x)
+        meta = {int(rank_of[i]): m for i, m in meta.items()}
         names = self.interner.table()
         tmeta = build_meta(top, where, diagnostics)
         return KinetoTrace(
@@ -257,6 +270,52 @@ _MAX_US = 9.0e15
 _MAX_SPAN_US = 100 * 86400 * 1e6
 
 
+_HOST_CALLS = np.array([int(Category.RUNTIME), int(Category.DRIVER)], dtype=np.int8)
+
+
+def _count_duplicate_correlations(
+    cats: np.ndarray, corr: np.ndarray, diagnostics: dict[str, int]
+) -> None:
+    """Count runtime/driver calls whose correlation id another call also has (each call gets its
+    own id, so the kernels they launched cannot be told apart; the linker takes one)."""
+    ids = corr[np.isin(cats, _HOST_CALLS) & (corr >= 0)]
+    if ids.size < 2:
+        return
+    ids = np.sort(ids)
+    dup = ids[1:] == ids[:-1]
+    if dup.any():
+        shared = np.zeros(ids.size, dtype=bool)
+        shared[1:] |= dup
+        shared[:-1] |= dup
+        diagnostics["duplicate_correlation_ids"] = int(shared.sum())
+
+
+#: Events further than this beyond the bulk of the trace (or 10x its span) are outliers.
+_FAR_US = 60e6
+
+
+def _far_from_the_rest(ts: np.ndarray) -> np.ndarray | None:
+    """The rows to keep when a few events (at most 1 %, at least one allowed) have a time that
+    cannot be (not finite, beyond int64 ns) or lie far outside the span of all the others
+    (``ts`` of 1e12 among times near 0); None when there is nothing to drop or too much (then
+    :func:`_check_time_range` refuses the trace)."""
+    n = ts.shape[0]
+    allowed = max(1, n // 100)
+    usable = np.isfinite(ts) & (np.abs(ts) < _MAX_US)
+    far = ~usable
+    good = ts[usable]
+    if good.size > 2 * allowed and float(good.max() - good.min()) > _FAR_US:
+        # the bulk: all but the `allowed` lowest and highest times
+        part = np.partition(good, (allowed, good.size - 1 - allowed))
+        lo, hi = float(part[allowed]), float(part[good.size - 1 - allowed])
+        width = max(10.0 * (hi - lo), _FAR_US)
+        far |= usable & ((ts < lo - width) | (ts > hi + width))
+    n_far = int(far.sum())
+    if n_far == 0 or n_far > allowed or n_far == n:
+        return None
+    return ~far
+
+
 def _check_time_range(ts: np.ndarray, dur: np.ndarray, where: str) -> None:
     """Refuse timestamps or durations that are not finite or do not fit int64 nanoseconds
     (one clear error instead of an overflowing cast)."""
@@ -266,7 +325,7 @@ def _check_time_range(ts: np.ndarray, dur: np.ndarray, where: str) -> None:
         raise TraceFormatError(
             where,
             f"{int(bad.sum())} events have a timestamp or duration out of range "
-            f"(e.g. ts={ts[i]!r} us, dur={dur[i]!r} us)",
+            f"(e.g. ts={float(ts[i])!r} us, dur={float(dur[i])!r} us)",
         )
     if ts.size and float(ts.max() - ts.min()) >= _MAX_SPAN_US:
         raise TraceFormatError(where, "timestamps span more than 100 days: not one trace")

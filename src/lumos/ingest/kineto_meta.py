@@ -173,7 +173,7 @@ class TraceMeta:
         return str(self.devices[0].get("name", "")) if self.devices else ""
 
 
-_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a longer number is not a step
 _SYNC_KINDS = {"stream sync": 0, "event sync": 1, "context sync": 2, "stream wait event": 3}
 
 
@@ -320,8 +320,8 @@ def build_meta(top: RawTrace, where: str, diagnostics: dict[str, int]) -> TraceM
 def _int(v: Any) -> int:
     if isinstance(v, bool):
         return -1
-    if isinstance(v, int):
+    if isinstance(v, str) and v.lstrip("-").isdigit() and len(v) < 20:
+        v = int(v)
+    if isinstance(v, int) and -(2**31) <= v < 2**31:
         return v
-    if isinstance(v, str) and v.lstrip("-").isdigit():
-        return int(v)
-    return -1
+    return -1  # absent, not an integer, or out of range (treated as absent)

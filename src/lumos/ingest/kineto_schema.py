@@ -10,12 +10,14 @@ carry metadata (collectives, CUDA sync, gloo/c10d ops).
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 __all__ = [
     "GPU_CATEGORIES",
+    "I32",
+    "I64",
     "Category",
     "EventMeta",
     "RawArgs",
@@ -28,6 +30,12 @@ __all__ = [
 
 
 _NULL = msgspec.Raw(b"null")
+
+#: An integer that fits int64 (ids, pids, streams); a larger one fails the fast decoder and is
+#: dropped, counted, by the tolerant one (:mod:`lumos.ingest.kineto_tolerant`).
+I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+#: A device index (int32 in the processor table).
+I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 
 
 class Category(IntEnum):
@@ -97,23 +105,23 @@ class RawArgs(msgspec.Struct, gc=False, frozen=True):
     need it (collectives, gloo ops).
     """
 
-    correlation: int = -1
-    external_id: int = msgspec.field(name="External id", default=-1)
-    external_id_legacy: int = msgspec.field(name="external id", default=-1)
-    rf_id: int = msgspec.field(name="Record function id", default=-1)
-    ev_idx: int = msgspec.field(name="Ev Idx", default=-1)
-    seq_id: int = msgspec.field(name="Sequence number", default=-1)
-    fwd_thread_id: int = msgspec.field(name="Fwd thread id", default=-1)
-    device: int = -1
-    stream: int | str = -1  # HIP runtime calls write it as a hex string ("0x0")
-    num_bytes: int = msgspec.field(name="bytes", default=-1)
+    correlation: I64 = -1
+    external_id: I64 = msgspec.field(name="External id", default=-1)
+    external_id_legacy: I64 = msgspec.field(name="external id", default=-1)
+    rf_id: I64 = msgspec.field(name="Record function id", default=-1)
+    ev_idx: I64 = msgspec.field(name="Ev Idx", default=-1)
+    seq_id: I64 = msgspec.field(name="Sequence number", default=-1)
+    fwd_thread_id: I64 = msgspec.field(name="Fwd thread id", default=-1)
+    device: I32 = -1
+    stream: I64 | str = -1  # HIP runtime calls write it as a hex string ("0x0")
+    num_bytes: I64 = msgspec.field(name="bytes", default=-1)
     # CUDA sync events (enable_cuda_sync_events)
     sync_kind: str = msgspec.field(name="cuda_sync_kind", default="")
-    wait_on_stream: int = -1
-    wait_on_event_record_corr_id: int = msgspec.field(
+    wait_on_stream: I64 = -1
+    wait_on_event_record_corr_id: I64 = msgspec.field(
         name="wait_on_cuda_event_record_corr_id", default=-1
     )
-    wait_on_event_id: int = msgspec.field(name="wait_on_cuda_event_id", default=-1)
+    wait_on_event_id: I64 = msgspec.field(name="wait_on_cuda_event_id", default=-1)
     # collective metadata (record_param_comms, NCCL kernels) and input shapes (gloo, c10d)
     coll_name: msgspec.Raw = msgspec.field(name="Collective name", default=_NULL)
     in_nelems: msgspec.Raw = msgspec.field(name="In msg nelems", default=_NULL)
@@ -142,11 +150,11 @@ class RawEvent(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
+    pid: I64 | str = 0
+    tid: I64 | str = 0
     ts: float = 0.0
     dur: float = 0.0
-    id: int | str | None = None
+    id: I64 | str | None = None
     bp: str = ""
     args: RawArgs = _EMPTY_ARGS
 
@@ -170,7 +178,7 @@ def decode_raw(v: msgspec.Raw) -> Any:
         return None
     try:
         return msgspec.json.decode(b)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
 
 

@@ -9,21 +9,41 @@ with the typed decoder. It never guesses a time: an event without a numeric ``ts
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 import msgspec
 
 from lumos.errors import TraceFormatError
 from lumos.ingest.kineto_schema import RawArgs, RawTrace
 
-__all__ = ["decode_tolerant"]
+__all__ = ["NESTED_TOO_DEEP", "decode_tolerant"]
 
-_INT_ARGS = {f.encode_name for f in msgspec.structs.fields(RawArgs) if f.type is int}
+#: The error for JSON nested beyond what the decoder follows (no trace nests past a few levels).
+NESTED_TOO_DEEP = "JSON nested too deeply (hundreds of levels): not a trace"
+
+
+
+def _bounds(t: Any) -> tuple[int, int] | None:
+    """(low, high) of a bounded integer field type (``I64``/``I32``); None for other types."""
+    if get_origin(t) is Annotated and get_args(t)[0] is int:
+        meta = get_args(t)[1]
+        return int(meta.ge), int(meta.le)
+    return None
+
+
+_INT_ARGS = {
+    f.encode_name: b for f in msgspec.structs.fields(RawArgs) if (b := _bounds(f.type)) is not None
+}
+_I64 = (-(2**63), 2**63 - 1)
 _STR_ARGS = {f.encode_name for f in msgspec.structs.fields(RawArgs) if f.type is str}
 
 
 def _bump(diagnostics: dict[str, int], key: str) -> None:
     diagnostics[key] = diagnostics.get(key, 0) + 1
+
+
+def _fits(v: int, bounds: tuple[int, int]) -> bool:
+    return bounds[0] <= v <= bounds[1]
 
 
 def _num(v: Any) -> float | None:
@@ -47,13 +67,24 @@ def _clean_args(args: Any, diagnostics: dict[str, int]) -> dict[str, Any]:
     for k, v in args.items():
         if k in _INT_ARGS:
             if isinstance(v, int) and not isinstance(v, bool):
-                out[k] = v
+                iv: int | None = v
             elif (isinstance(v, float) and v.is_integer()) or (
                 isinstance(v, str) and v.strip().lstrip("-").isdigit()
             ):
-                out[k] = int(v)
+                iv = int(v)
             else:
+                iv = None
                 _bump(diagnostics, "arg_id_not_an_integer")
+            if iv is not None:
+                low, high = _INT_ARGS[k]
+                if low <= iv <= high:
+                    out[k] = iv
+                else:
+                    _bump(diagnostics, f"arg_{k.replace(' ', '_').lower()}_out_of_range_dropped")
+        elif k == "stream" and isinstance(v, int) and not _fits(v, _I64):
+            _bump(diagnostics, "arg_stream_out_of_range_dropped")
+        elif k == "stream" and (isinstance(v, bool) or not isinstance(v, int | str)):
+            _bump(diagnostics, "arg_stream_not_an_integer_dropped")
         elif k in _STR_ARGS:
             out[k] = v if isinstance(v, str) else str(v)
         else:
@@ -70,14 +101,13 @@ def _clean_event(e: Any, diagnostics: dict[str, int]) -> dict[str, Any] | None:
         v = e.get(key)
         if v is not None:
             out[key] = v if isinstance(v, str) else str(v)
-    for key in ("pid", "tid"):
+    for key in ("pid", "tid", "id"):
         v = e.get(key)
         if isinstance(v, bool) or v is None:
             continue
-        out[key] = v if isinstance(v, int | str) else str(v)
-    if "id" in e:
-        v = e["id"]
-        out["id"] = v if isinstance(v, int | str) and not isinstance(v, bool) else str(v)
+        if isinstance(v, int) and not _fits(v, _I64):
+            _bump(diagnostics, f"{key}_out_of_range_kept_as_label")
+        out[key] = v if isinstance(v, str) or (isinstance(v, int) and _fits(v, _I64)) else str(v)
     ts = _num(e.get("ts", 0.0))
     if ts is None:
         _bump(diagnostics, "event_without_numeric_ts_dropped")
@@ -100,6 +130,8 @@ def decode_tolerant(raw: bytes, where: str, diagnostics: dict[str, int]) -> RawT
         doc = msgspec.json.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise TraceFormatError(where, f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise TraceFormatError(where, NESTED_TOO_DEEP) from None
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or "traceEvents" not in doc:

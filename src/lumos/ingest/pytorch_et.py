@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
-from lumos._io import read_bytes
+from lumos._io import decompress, read_bytes
 from lumos.diagnostics import Diagnostics
 from lumos.errors import TraceFormatError
 from lumos.ingest.et_comm import COMM_ATTR_NAMES, CommTable, build_comm_table
@@ -137,6 +137,10 @@ def _decode_io(
         raise TraceFormatError(
             where, f"node {int(node_id[idx])}: malformed inputs/outputs: {exc}"
         ) from None
+    except RecursionError:
+        raise TraceFormatError(
+            where, f"node {int(node_id[idx])}: inputs/outputs nested too deeply"
+        ) from None
     return IOInfo(
         got if isinstance(got, list) else [],
         shapes if isinstance(shapes, list) else [],
@@ -185,14 +189,7 @@ def _single_json_member(where: str, raw: bytes) -> tuple[str, bytes]:
             data = f.read()
     except tarfile.TarError as exc:
         raise TraceFormatError(where, f"cannot read archive: {exc}") from None
-    if data[:2] == b"\x1f\x8b":
-        import gzip
-        import zlib
-
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise TraceFormatError(f"{where}::{jsons[0].name}", f"corrupt gzip: {exc}") from None
+    data = decompress(data, f"{where}::{jsons[0].name}")
     return jsons[0].name, data
 
 
@@ -220,6 +217,8 @@ def _decode(where: str, raw: bytes) -> RawET:
         raise TraceFormatError(where, f"invalid or truncated JSON: {exc}") from None
     except UnicodeDecodeError as exc:
         raise TraceFormatError(where, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except RecursionError:
+        raise TraceFormatError(where, "JSON nested too deeply (hundreds of levels)") from None
 
 
 def _parse(where: str, raw: bytes) -> HostTrace:
@@ -261,7 +260,7 @@ def _parse(where: str, raw: bytes) -> HostTrace:
                 present[k] = None
         if nd.attrs:
             for a in nd.attrs:
-                if a.name in ints and type(a.value) is int:
+                if a.name in ints and type(a.value) is int and -(2**63) <= a.value < 2**63:
                     ints[a.name][i] = a.value
                     present[a.name] = None
                 elif a.name == "op_schema" and isinstance(a.value, str):

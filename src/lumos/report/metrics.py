@@ -135,6 +135,11 @@ def breakdown(
     )
 
 
+#: Most SM-utilization bins per series; a longer window gets wider bins (memory stays bounded
+#: when a trace spans days).
+MAX_SM_BINS = 100_000
+
+
 def sm_utilization(
     start_ns: NDArray[Any], end_ns: NDArray[Any], t0: int, t1: int, bin_ns: int = 1_000_000
 ) -> NDArray[np.float64]:
@@ -379,6 +384,8 @@ def replay_summary(
     device = int(p.device[streams].min()) if len(streams) else -1
     errors = [abs(s["error"]) for s in steps if s["error"] is not None]
     cp = critical_path(result, gi if len(result.graphs) > 1 else None)
+    span = max(int(measured[1]) - int(measured[0]), int(predicted[1]) - int(predicted[0]), 0)
+    bin_ns = max(bin_ns, -(-span // MAX_SM_BINS))  # wider bins past MAX_SM_BINS: bounded output
     return {
         "rank": g.rank,
         "steps": steps,
