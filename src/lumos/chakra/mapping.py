@@ -325,6 +325,7 @@ def to_chakra(
     peer = pad(c.peer_rank[ci] if len(c) else np.zeros(n))
     tag = pad(c.tag[ci] if len(c) else np.zeros(n))
     pg = pad(c.pg_idx[ci] if len(c) else np.zeros(n))
+    size = pad(c.size_bytes[ci] if len(c) else np.zeros(n))
     pg_strings = ("", *(pg.name for pg in g.process_groups))
     cpu_values, cpu_mask = pad(is_cpu), task.copy()
     cpu_values[base:] = is_cpu[dep_dst[delayed]]
@@ -335,8 +336,8 @@ def to_chakra(
         AttrColumn("comm_src", "int32_val", np.where(send, g.rank, peer), p2p),
         AttrColumn("comm_dst", "int32_val", np.where(send, peer, g.rank), p2p),
         AttrColumn("comm_tag", "int32_val", tag, p2p & (tag >= -(1 << 31)) & (tag < 1 << 31)),
-        AttrColumn("comm_size", "int64_val", pad(c.size_bytes[ci] if len(c) else np.zeros(n)),
-                   is_comm),
+        # an unknown size (-1) is left out: Chakra's comm_size is a byte count
+        AttrColumn("comm_size", "int64_val", size, is_comm & (size >= 0)),
         AttrColumn("pg_name", "string_val", pg + 1, is_comm, pg_strings),
         AttrColumn("dur_ns", "int64_val", pad(t.dur_ns), task),
         AttrColumn("ts_ns", "sint64_val", pad(t.ts_ns), task),

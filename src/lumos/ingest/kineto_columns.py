@@ -324,7 +324,8 @@ def _check_time_range(ts: np.ndarray, dur: np.ndarray, where: str) -> None:
         i = int(np.flatnonzero(bad)[0])
         raise TraceFormatError(
             where,
-            f"{int(bad.sum())} events have a timestamp or duration out of range "
+            f"{int(bad.sum())} event{'s have' if bad.sum() > 1 else ' has'} a timestamp or "
+            "duration out of range "
             f"(e.g. ts={float(ts[i])!r} us, dur={float(dur[i])!r} us)",
         )
     if ts.size and float(ts.max() - ts.min()) >= _MAX_SPAN_US:
