@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `python benchmarks/bench_x.py`: the repository root
     sys.path.insert(0, str(ROOT))
 
-from tests.realdata import TRACES, realdata_or_exit  # noqa: E402
+from tests.realdata import REPLAY_TRACES, TRACES, realdata_or_exit  # noqa: E402
 
-__all__ = ["ROOT", "TRACES", "trace_or_exit"]
+__all__ = ["REPLAY_TRACES", "ROOT", "TRACES", "trace_or_exit"]
 
 
 def trace_or_exit(name: str) -> Path:

@@ -25,21 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from _realdata import TRACES, trace_or_exit
+from _realdata import REPLAY_TRACES, TRACES, trace_or_exit
 
 LARGEST = "v100_stream_wait_event"
-# phenomenon names of tests/realdata.py
-TABLE = [
-    "nccl_a100",
-    "alltoall_4streams",
-    "v100_stream_wait_event",
-    "sendrecv_5streams_rank0",
-    "sendrecv_5streams_rank1",
-    "legacy_2021_v100",
-    "rccl_mi300",
-    "cuda_event_sync",
-    "hip_mi250",
-]
+# phenomenon names of tests/realdata.py: the replay traces with GPU work
+TABLE = list(REPLAY_TRACES[:9])
 
 
 def _best(fn, repeat: int) -> tuple[float, object]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _realdata import trace_or_exit
+from _realdata import REPLAY_TRACES, trace_or_exit
 from lumos.examples_data import example_trace_path
 from lumos.graph.build import build_graph
 from lumos.graph.model import AnnotationKind
@@ -25,21 +25,8 @@ from lumos.ingest.kineto import read_kineto
 from lumos.replay import replay
 from lumos.sim import simulate
 
-# phenomenon names of tests/realdata.py (the replay traces of tests/graph/test_build_real.py)
-DEFAULT = [
-    "nccl_a100",
-    "alltoall_4streams",
-    "v100_stream_wait_event",
-    "sendrecv_5streams_rank0",
-    "sendrecv_5streams_rank1",
-    "legacy_2021_v100",
-    "rccl_mi300",
-    "cuda_event_sync",
-    "hip_mi250",
-    "step_on_idle_thread",
-    "backward_thread",
-    "gloo_cpu_only",
-]
+# phenomenon names of tests/realdata.py (the replay traces of the tests)
+DEFAULT = list(REPLAY_TRACES)
 ABLATE = ("inter_stream", "sync", "launch", "inter_thread")
 
 

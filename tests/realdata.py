@@ -72,6 +72,22 @@ TRACES: dict[str, str] = {
     "chakra_pytorch_converted": "chakra/tests/data/chakra.0.et",
 }
 
+#: The Kineto traces with ProfilerSteps that tests and benchmarks replay (multi-GPU first).
+REPLAY_TRACES: tuple[str, ...] = (
+    "nccl_a100",
+    "alltoall_4streams",
+    "v100_stream_wait_event",
+    "sendrecv_5streams_rank0",
+    "sendrecv_5streams_rank1",
+    "legacy_2021_v100",
+    "rccl_mi300",
+    "cuda_event_sync",
+    "hip_mi250",
+    "step_on_idle_thread",
+    "backward_thread",
+    "gloo_cpu_only",
+)
+
 #: The folder holding a matched ET + Kineto pair of one A100 process (and nothing else).
 SIMPLE_ADD_DIR = f"{_HTA}/execution_trace"
 #: ASTRA-sim's generated one-collective workloads: ``<coll>/<n>npus_1MB/<coll>.<rank>.et``.
