@@ -48,3 +48,23 @@ def test_each_rank_has_its_own_critical_path():
     ends = [int(rep.result.ends(gi).max()) for gi in range(len(w.graphs))]
     assert totals == ends
     assert len(set(totals)) > 1
+
+
+def test_info_says_unknown_when_collective_sizes_are_unknown(capsys):
+    """df_index_resolver's 2,020 all-reduces carry no size: not "(0.0 MB)"."""
+    assert main(["info", str(trace("v100_stream_wait_event"))]) == 0
+    out = capsys.readouterr().out
+    assert "all_reduce x2020 (size unknown)" in out
+    assert "0.0 MB" not in out
+
+
+def test_dot_labels_break_lines_the_dot_way(tmp_path):
+    """Graphviz reads ``\\n`` inside a label as a line break; ``\\\\n`` showed a backslash."""
+    from tests.realdata import astra_micro, realdata
+
+    out = tmp_path / "g.dot"
+    src = realdata(astra_micro("all_reduce", 4, rank=0))
+    assert main(["chakra", "visualize", str(src), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert '[label="0: all_reduce_4npus_1MB\\nCOMM_COLL_NODE 0 us"]' in text
+    assert "\\\\n" not in text

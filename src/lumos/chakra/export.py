@@ -82,15 +82,26 @@ def _type_name(t: int) -> str:
     return NodeType(t).name if t in NodeType._value2member_map_ else str(t)
 
 
+def _dot_label(*lines: str) -> str:
+    """A quoted DOT label, one line per argument (DOT's own ``\\n`` line break, not an escaped
+    backslash: JSON quoting would show a literal backslash-n).
+
+    >>> _dot_label('a "b"', "c")
+    '"a \\\\"b\\\\"\\\\nc"'
+    """
+    quoted = (ln.replace("\\", "\\\\").replace('"', '\\"') for ln in lines)
+    return '"' + "\\n".join(quoted) + '"'
+
+
 def write_dot(trace: ChakraTrace, f: IO[str]) -> None:
     """Graphviz dot: one box per node (id, name, type, duration), data deps solid, ctrl dashed."""
     f.write("digraph chakra {\n  node [shape=box, fontsize=10];\n")
     for i in range(trace.num_nodes):
-        label = (
-            f"{int(trace.node_id[i])}: {trace.name_of(i)}\\n{_type_name(int(trace.node_type[i]))}"
+        label = _dot_label(
+            f"{int(trace.node_id[i])}: {trace.name_of(i)}",
+            f"{_type_name(int(trace.node_type[i]))} {int(trace.duration_micros[i])} us",
         )
-        label += f" {int(trace.duration_micros[i])} us"
-        f.write(f"  n{int(trace.node_id[i])} [label={json.dumps(label)}];\n")
+        f.write(f"  n{int(trace.node_id[i])} [label={label}];\n")
     for src, dst, kind in _edges(trace):
         style = "" if kind == "data" else " [style=dashed]"
         f.write(f"  n{src} -> n{dst}{style};\n")

@@ -113,10 +113,15 @@ def format_summary(s: dict[str, Any]) -> str:
             f"{st['num_memcpy']} memcpy, {st['num_memset']} memset, busy {_ms(st['busy_ns'])}"
         )
     if s["collectives"]:
-        parts = [
-            f"{k} x{n} ({s['collective_bytes'].get(k, 0) / 1e6:.1f} MB)"
-            for k, n in s["collectives"].items()
-        ]
+        unknown = s.get("collective_size_unknown", {})
+
+        def size(k: str, n: int) -> str:
+            if unknown.get(k, 0) == n:
+                return "size unknown"
+            mb = f"{s['collective_bytes'].get(k, 0) / 1e6:.1f} MB"
+            return mb + (f", {unknown[k]} of unknown size" if unknown.get(k) else "")
+
+        parts = [f"{k} x{n} ({size(k, n)})" for k, n in s["collectives"].items()]
         lines.append("  collectives: " + ", ".join(parts))
     if s["comm_kernels"]:
         ns = s.get("comm_kernel_ns", {})

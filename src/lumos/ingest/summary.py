@@ -23,7 +23,8 @@ def summarize_kineto(trace: KinetoTrace) -> dict[str, Any]:
     ``categories`` (raw ``cat`` counts), ``steps`` [{name, dur_ns, gpu_dur_ns}],
     ``streams`` [{device, stream, num_kernels, num_memcpy, num_memset, busy_ns}],
     ``threads`` [{pid, tid, label, num_events}], ``collectives`` {kind: count},
-    ``collective_bytes`` {kind: total ``size_bytes``}, ``comm_kernels`` {kind: count} and
+    ``collective_bytes`` {kind: total ``size_bytes``} (over the calls whose size is known;
+    ``collective_size_unknown`` {kind: calls without one}), ``comm_kernels`` {kind: count} and
     ``comm_kernel_ns`` {kind: total kernel time}: the kernels ``is_comm_kernel`` names (the
     same test that makes a graph task COMM: NCCL/RCCL, DeepEP, NVSHMEM, custom all-reduces),
     by the kind their name gives (``kernel_collective``),
@@ -68,8 +69,11 @@ def summarize_kineto(trace: KinetoTrace) -> dict[str, Any]:
             comm_kernel_ns[k] = comm_kernel_ns.get(k, 0) + int(ev.dur_ns[i])
     coll = trace.collectives
     coll_bytes: dict[str, int] = {}
+    unknown: dict[str, int] = {}
     for k, b in zip(coll.kind, coll.size_bytes.tolist(), strict=True):
         coll_bytes[k] = coll_bytes.get(k, 0) + max(b, 0)
+        if b < 0:
+            unknown[k] = unknown.get(k, 0) + 1
     flags: list[str] = []
     if not (ev.cat == int(Category.CUDA_SYNC)).any() and streams:
         flags.append("no cuda_sync events: inter-stream dependencies inferred from runtime calls")
@@ -102,6 +106,7 @@ def summarize_kineto(trace: KinetoTrace) -> dict[str, Any]:
         "threads": threads,
         "collectives": coll.counts_by_kind(),
         "collective_bytes": dict(sorted(coll_bytes.items())),
+        "collective_size_unknown": dict(sorted(unknown.items())),
         "comm_kernels": dict(sorted(comm_kernels.items())),
         "comm_kernel_ns": dict(sorted(comm_kernel_ns.items())),
         "process_groups": [
