@@ -68,3 +68,12 @@ def test_dot_labels_break_lines_the_dot_way(tmp_path):
     text = out.read_text()
     assert '[label="0: all_reduce_4npus_1MB\\nCOMM_COLL_NODE 0 us"]' in text
     assert "\\\\n" not in text
+
+
+def test_chakra_tools_say_a_kineto_trace_is_one(capsys):
+    """``chakra validate/stats`` on a Kineto ``.json.gz`` blamed a truncated protobuf."""
+    path = str(trace("cuda_event_sync"))
+    for tool in ("validate", "stats"):
+        assert main(["chakra", tool, path]) == 1
+        err = capsys.readouterr().err
+        assert "this is a Kineto trace, not a Chakra ET" in err

@@ -16,16 +16,43 @@ from pathlib import Path
 
 from lumos._io import atomic_write
 from lumos.chakra import ChakraTrace, ChakraWorkload, read_chakra, write_chakra
-from lumos.errors import ConfigError, InputError
+from lumos.errors import ConfigError, InputError, LumosError
+
+
+def _read(path: str) -> ChakraTrace | ChakraWorkload:
+    """``read_chakra``, and a file that is not a Chakra ET said to be what it is."""
+    try:
+        return read_chakra(path)
+    except LumosError:
+        kind = _other_kind(path)
+        if kind is not None:
+            raise InputError(path, f"this is a {kind}, not a Chakra ET "
+                                   "(`lumos convert` writes one from it)") from None  # fmt: skip
+        raise
+
+
+def _other_kind(path: str) -> str | None:
+    """'Kineto trace' / 'PyTorch execution trace' when ``path`` is one (None otherwise)."""
+    from lumos.ingest.detect import expand_paths
+
+    if not Path(path).is_file():
+        return None
+    try:
+        refs = expand_paths([path])
+    except LumosError:
+        return None
+    names = {"kineto": "Kineto trace", "pytorch_et": "PyTorch execution trace"}
+    kinds = {names[r.kind] for r in refs if r.kind in names}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _traces(path: str) -> list[ChakraTrace]:
-    data = read_chakra(path)
+    data = _read(path)
     return list(data) if isinstance(data, ChakraWorkload) else [data]
 
 
 def _one(path: str) -> ChakraTrace:
-    data = read_chakra(path)
+    data = _read(path)
     if isinstance(data, ChakraWorkload):
         raise InputError(path, "this tool takes one .et file; pass one rank's file")
     return data
