@@ -77,3 +77,16 @@ def test_chakra_tools_say_a_kineto_trace_is_one(capsys):
         assert main(["chakra", tool, path]) == 1
         err = capsys.readouterr().err
         assert "this is a Kineto trace, not a Chakra ET" in err
+
+
+def test_a_gpu_trace_without_device_properties_is_not_called_cpu(tmp_path, capsys):
+    events = [
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "ts": 10, "dur": 5,
+         "pid": 1, "tid": 1, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "Kernel", "name": "sgemm", "ts": 20, "dur": 50, "pid": 0,
+         "tid": "stream 7", "args": {"correlation": 7, "device": 0, "stream": 7}},
+    ]  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert main(["info", str(path)]) == 0
+    assert "device GPU (model not in the trace)" in capsys.readouterr().out

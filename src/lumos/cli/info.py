@@ -86,6 +86,14 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
+def _device(s: dict[str, Any]) -> str:
+    """The device model, or what the trace shows when it names none (a 2021 GPU trace has
+    kernels but no deviceProperties)."""
+    if s["device"]:
+        return str(s["device"])
+    return "GPU (model not in the trace)" if s["streams"] else "CPU"
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """A human-readable rendering of :func:`summarize_ref`'s result."""
     lines = [f"{s['path']}  [{s['kind']}]"]
@@ -97,7 +105,7 @@ def format_summary(s: dict[str, Any]) -> str:
     world = s["world_size"] if s["world_size"] >= 0 else "?"
     rank = s["rank"] if s["rank"] >= 0 else "?"
     lines.append(
-        f"  rank {rank}/{world}  backend {s['backend'] or '-'}  device {s['device'] or 'CPU'}"
+        f"  rank {rank}/{world}  backend {s['backend'] or '-'}  device {_device(s)}"
     )
     lines.append(f"  events: {s['num_events']} ({s['num_duration_events']} with durations)")
     cats = ", ".join(f"{k} {v}" for k, v in s["categories"].items())
