@@ -92,6 +92,30 @@ def topological_order(graph: DepGraph) -> tuple[np.ndarray, np.ndarray]:
     return order, np.flatnonzero(~seen)
 
 
+def find_cycle(graph: DepGraph, blocked: np.ndarray, limit: int = 12) -> list[int]:
+    """Rows of one dependency cycle among ``blocked`` rows (from :func:`topological_order`),
+    in dependency order, at most ``limit`` of them; empty when there is none. Walks from a
+    blocked row to a blocked predecessor until a row repeats: every blocked row has one, since
+    a row is blocked only by an unfinished predecessor."""
+    if blocked.size == 0:
+        return []
+    is_blocked = np.zeros(graph.pred_ptr.shape[0] - 1, dtype=bool)
+    is_blocked[blocked] = True
+    seen: dict[int, int] = {}
+    path: list[int] = []
+    v = int(blocked[0])
+    while v not in seen:
+        seen[v] = len(path)
+        path.append(v)
+        preds = graph.pred_idx[graph.pred_ptr[v] : graph.pred_ptr[v + 1]]
+        preds = preds[is_blocked[preds]]
+        if preds.size == 0:
+            return []
+        v = int(preds[0])
+    cycle = path[seen[v] :][::-1]
+    return cycle[:limit]
+
+
 @njit(cache=True)
 def _longest(order, pred_ptr, pred_idx, dur):  # pragma: no cover - compiled
     n = pred_ptr.shape[0] - 1

@@ -61,8 +61,9 @@ def schedule(trace: ChakraTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return start, end, proc
 
 
-def write_timeline(trace: ChakraTrace, f: IO[str]) -> None:
-    """Chrome trace JSON (``traceEvents``, ``ph: X``, microseconds) of :func:`schedule`."""
+def write_timeline(trace: ChakraTrace, f: IO[str]) -> int:
+    """Chrome trace JSON (``traceEvents``, ``ph: X``, microseconds) of :func:`schedule`;
+    returns how many nodes were left out (blocked by a dependency cycle)."""
     start, end, proc = schedule(trace)
     pid = trace.rank or 0
     events: list[dict] = [
@@ -85,3 +86,4 @@ def write_timeline(trace: ChakraTrace, f: IO[str]) -> None:
     f.write(
         f'\n], "otherData": {{"blocked_nodes": {blocked}, "makespan_us": {int(end.max(initial=0))}}}}}\n'
     )
+    return blocked

@@ -146,8 +146,19 @@ def _timeline(args: argparse.Namespace) -> int:
 
     t = _one(args.path)
     with atomic_write(args.output) as f:
-        write_timeline(t, f)
+        blocked = write_timeline(t, f)
     print(f"wrote {args.output}: open it in https://ui.perfetto.dev or chrome://tracing")
+    print(f"scheduled {t.num_nodes - blocked} of {t.num_nodes} nodes")
+    if blocked:
+        from lumos.chakra.deps import find_cycle, resolve_deps, topological_order
+
+        g = resolve_deps(t)
+        _, rows = topological_order(g)
+        cycle = " -> ".join(str(int(t.node_id[r])) for r in find_cycle(g, rows))
+        print(f"{blocked} nodes never became ready: they are on or after a dependency cycle"
+              + (f" (node ids {cycle} -> ...)" if cycle else ""))  # fmt: skip
+        if args.strict:
+            return 1
     return 0
 
 
@@ -220,6 +231,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     t.add_argument("path")
     t.add_argument("-o", "--output", required=True, help="output .json")
+    t.add_argument("--strict", action="store_true",
+                   help="exit 1 when some nodes cannot be scheduled (a dependency cycle)")
     t.set_defaults(func=_timeline, out_kind="file")
 
     x = tools.add_parser("text2et", help="ASTRA-sim 1.0 text workload -> per-rank Chakra ETs")
