@@ -102,3 +102,16 @@ def test_chakra_timeline_says_what_it_could_not_schedule(tmp_path, capsys):
     assert "scheduled 1381 of 3664 nodes" in text
     assert "2283 nodes never became ready" in text and "3318 -> 3317" in text
     assert main(["chakra", "timeline", path, "-o", out, "--strict"]) == 1
+
+
+def test_the_report_of_an_8_rank_replay_shows_every_rank(tmp_path):
+    """It showed rank 0 only, unlabelled, with links to paths inside the tar archive."""
+    out = tmp_path / "r"
+    assert main(["replay", str(trace("dlrm_kineto_8rank")), "-o", str(out), "--workers", "1"]) == 0
+    assert main(["report", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    for rank in range(8):
+        assert f"<h2>rank {rank}: Per-step time</h2>" in html
+    assert "Ranks (slowest first)" in html
+    assert "::" not in html.split("<h2>Traces</h2>")[1]
+    assert "dlrm_kineto.tar.gz (8 traces inside)" in html
