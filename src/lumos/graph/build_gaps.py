@@ -34,6 +34,8 @@ a CPU ``u`` started inside the  a thread that blocked while ``u`` ran waited for
 gap                             held (GIL, driver lock), which an edit does not preserve
 ==============================  ==============================================================
 
+A thread's usual overhead is the median of its positive gaps; a thread with fewer than
+``MIN_OWN_GAPS`` of them mostly waits (a poller, a worker) and takes the median over all threads.
 Among the candidates the latest-ending one is the releaser. The intra-thread edge into ``b``
 keeps the thread's usual overhead (its median gap, at most the gap), so a wait that stops
 binding under an edit leaves the thread with its ordinary overhead, not with none.
