@@ -125,9 +125,7 @@ def _previous_end_on_processor(ev: Events) -> NDArray[np.int64]:
     out = np.full(len(ev), -1, dtype=np.int64)
     if len(ev) > 1:
         same = ev.processor_idx[1:] == ev.processor_idx[:-1]
-        prev_end = np.maximum.accumulate(ev.ts_ns + ev.dur_ns)
         out[1:] = np.where(same, (ev.ts_ns + ev.dur_ns)[:-1], -1)
-        del prev_end
     return out
 
 

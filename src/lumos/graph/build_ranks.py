@@ -8,7 +8,7 @@ import numpy as np
 
 from lumos.graph.model import ExecGraph
 
-__all__ = ["align_ranks"]
+__all__ = ["align_ranks", "shared_clock_origin"]
 
 
 def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
@@ -26,18 +26,24 @@ def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
     return _collective_waits(_common_origin(graphs))
 
 
+def shared_clock_origin(graphs: Sequence[ExecGraph]) -> int | None:
+    """The earliest recorded start when the ranks were traced on one clock (every rank's
+    recording overlaps every other's in time); None otherwise, or for fewer than two ranks."""
+    spans = [(int(g.tasks.ts_ns.min()), int((g.tasks.ts_ns + g.tasks.dur_ns).max()))
+             for g in graphs if g.num_tasks]  # fmt: skip
+    if len(spans) < 2 or max(s for s, _ in spans) >= min(e for _, e in spans):
+        return None
+    return min(s for s, _ in spans)
+
+
 def _common_origin(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
     """Shift each rank's anchors by its start offset on a shared clock (see align_ranks)."""
-    spans = []
-    for g in graphs:
-        t = g.tasks
-        spans.append((int(t.ts_ns.min()), int((t.ts_ns + t.dur_ns).max())))
-    if max(s for s, _ in spans) > min(e for _, e in spans):
+    origin = shared_clock_origin(graphs)
+    if origin is None:
         return tuple(graphs)  # no common window: clocks are not comparable
-    origin = min(s for s, _ in spans)
     out = []
-    for g, (s, _) in zip(graphs, spans, strict=True):
-        shift = s - origin
+    for g in graphs:
+        shift = int(g.tasks.ts_ns.min()) - origin
         if shift == 0:
             out.append(g)
             continue
@@ -72,9 +78,7 @@ def _collective_waits(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ...]:
         sel = groups.member_graph == wi
         ts[sel] = g.tasks.ts_ns[groups.member_task[sel]]
         dur[sel] = g.tasks.dur_ns[groups.member_task[sel]]
-    starts = [int(g.tasks.ts_ns.min()) for g in graphs if g.num_tasks]
-    ends = [int((g.tasks.ts_ns + g.tasks.dur_ns).max()) for g in graphs if g.num_tasks]
-    if max(starts) < min(ends):
+    if shared_clock_origin(graphs) is not None:
         last = np.repeat(np.maximum.reduceat(ts, groups.indptr[:-1]), sizes)
         wait = np.clip(last - ts, 0, dur)
     else:

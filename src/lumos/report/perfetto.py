@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from typing import Any
 
 from lumos._io import atomic_write
+from lumos.graph.build_ranks import shared_clock_origin
 from lumos.graph.model import ExecGraph, ProcessorKind, TaskKind, Workload
 from lumos.sim.result import SimResult
 
@@ -27,15 +27,6 @@ __all__ = ["to_chrome_trace", "write_chrome_trace"]
 
 def _us(ns: int) -> float:
     return round(ns / 1000.0, 3)
-
-
-def _common_origin(graphs: Sequence[ExecGraph]) -> int | None:
-    """The earliest recorded start when every rank's recording overlaps every other's."""
-    spans = [(int(g.tasks.ts_ns.min()), int((g.tasks.ts_ns + g.tasks.dur_ns).max()))
-             for g in graphs if g.num_tasks]  # fmt: skip
-    if len(spans) < 2 or max(s for s, _ in spans) >= min(e for _, e in spans):
-        return None
-    return min(s for s, _ in spans)
 
 
 def to_chrome_trace(
@@ -52,7 +43,7 @@ def to_chrome_trace(
     multi = len(graphs) > 1
     # ranks recorded on one clock were simulated from a common origin (align_ranks): shift them
     # all by the earliest rank's start; ranks on separate clocks each start at their own
-    common = _common_origin(graphs) if align_to_trace else None
+    common = shared_clock_origin(graphs) if align_to_trace else None
     events: list[dict[str, Any]] = []
     kind_names = [k.name.lower() for k in TaskKind]
     for gi, g in enumerate(graphs):
