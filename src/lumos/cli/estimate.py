@@ -26,9 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="one scenario setting, e.g. dp=16, straggler=3:1.5, link=2:2")
+                   help="one scenario setting, e.g. dp=16, straggler=3:1.5, link=2:2, layers=48, "
+                   "hidden=8192, seq=4096, microbatches=8")
     p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="one scenario per value (on top of --set)")
+    p.add_argument("--baseline", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a value of the baseline configuration found in the trace "
+                   "(see `lumos layers`), e.g. hidden=4096")
     p.add_argument("--topology", default=None, metavar="NAME|FILE",
                    help="network for scenarios that re-time communication (a preset or TOML)")
     p.add_argument("--algorithm", default="auto", help="collective algorithm (default: auto)")
@@ -47,8 +51,10 @@ def run(args: argparse.Namespace) -> int:
             args.paths, workers=args.workers, dask_address=args.dask, on_done=advance
         )
     factory = comm_model_factory(args.topology, args.algorithm) if args.topology else None
-    est = estimate(workload, scenarios, comm_model=factory)
-    est = type(est)(est.rows, tuple(sources))
+    from lumos.cli.layers import parse_baseline
+
+    est = estimate(workload, scenarios, comm_model=factory, baseline=parse_baseline(args.baseline))
+    est = type(est)(est.rows, tuple(sources), est.baseline)
     path = write_estimate(est, args.out)
     print(format_estimate(est.to_dict()))
     print(f"wrote {path}")

@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "info",
     "replay",
     "estimate",
+    "layers",
     "link",
     "chakra",
     "convert",

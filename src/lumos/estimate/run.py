@@ -10,7 +10,12 @@ field         meaning
 ``ranks``     per rank: ``rank``, ``step_ns`` (its own steps, averaged)
 ``breakdown`` the four-way breakdown of the slowest rank over its steps
 ``model``     ``traced`` (durations as recorded) or the communication model used
+``edits``     graph edits of model keys (``layers``...): what each added, removed
+              and re-timed, and the cost model it used
 ============  ===================================================================
+
+The document's ``baseline`` holds the configuration found in the trace (each key's ``value``
+and ``how`` it was found) when a scenario changes the model.
 
 The baseline row also has ``measured_step_ns`` (the recording). Rows of scenarios that change
 communication (``dp``, ``link``) use the communication model; the others replay communication
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,8 @@ import numpy as np
 
 from lumos._io import atomic_write
 from lumos.errors import ConfigError
+from lumos.estimate.baseline import Baseline, detect_baseline
+from lumos.estimate.reshape import Edit, reshape_workload
 from lumos.estimate.scenario import Scenario
 from lumos.graph.edits import slow_down
 from lumos.graph.model import Workload
@@ -37,7 +44,7 @@ from lumos.report.metrics import replay_summary
 from lumos.sim import simulate
 from lumos.sim.cost import CostModel, TracedCost
 
-__all__ = ["Estimate", "EstimateRow", "estimate", "write_estimate"]
+__all__ = ["Estimate", "EstimateRow", "estimate", "estimate_csv", "write_estimate"]
 
 #: Builds the communication cost model for a scenario (``dp``, ``link``); see the CLI.
 CommModelFactory = Callable[[Workload, Scenario], tuple[CostModel, str]]
@@ -53,6 +60,7 @@ class EstimateRow:
     breakdown: dict[str, int]
     model: str
     measured_step_ns: int | None = None
+    edits: tuple[dict[str, object], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -61,6 +69,7 @@ class EstimateRow:
             "ranks": [{"rank": r, "step_ns": s} for r, s in self.rank_step_ns],
             "breakdown": self.breakdown,
             "model": self.model,
+            "edits": list(self.edits),
         }
         if self.measured_step_ns is not None:
             out["measured_step_ns"] = self.measured_step_ns
@@ -73,9 +82,16 @@ class Estimate:
 
     rows: tuple[EstimateRow, ...]
     sources: tuple[str, ...] = field(default=())
+    baseline: dict[str, object] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sources": list(self.sources), "rows": [r.to_dict() for r in self.rows]}
+        out: dict[str, Any] = {
+            "sources": list(self.sources),
+            "rows": [r.to_dict() for r in self.rows],
+        }
+        if self.baseline is not None:
+            out["baseline"] = self.baseline
+        return out
 
 
 def _edit(workload: Workload, s: Scenario) -> Workload:
@@ -93,7 +109,9 @@ def _mean_ns(values: Sequence[int] | np.ndarray) -> int:
     return round(float(np.mean(values))) if len(values) else 0
 
 
-def _row(workload: Workload, s: Scenario, cost: CostModel, model: str) -> EstimateRow:
+def _row(
+    workload: Workload, s: Scenario, cost: CostModel, model: str, edits: Sequence[Edit] = ()
+) -> EstimateRow:
     result = simulate(workload, cost)
     summaries = [replay_summary(result, gi) for gi in range(len(workload.graphs))]
     predicted = [[st["predicted_ns"] for st in sm["steps"]] for sm in summaries]
@@ -116,6 +134,7 @@ def _row(workload: Workload, s: Scenario, cost: CostModel, model: str) -> Estima
         breakdown=summaries[slowest]["breakdown"]["predicted"],
         model=model,
         measured_step_ns=_mean_ns(job_measured) if s.is_baseline else None,
+        edits=tuple(e.to_dict() for e in edits),
     )
 
 
@@ -124,6 +143,7 @@ def estimate(
     scenarios: Sequence[Scenario],
     *,
     comm_model: CommModelFactory | None = None,
+    baseline: Mapping[str, int] | None = None,
 ) -> Estimate:
     """The baseline (replayed as traced) and every scenario, simulated; see the module docstring.
 
@@ -131,10 +151,18 @@ def estimate(
     re-time communication; without one, such a scenario is a :class:`ConfigError`.
     """
     rows = [_row(workload, Scenario(), TracedCost(), "traced")]
+    base: Baseline | None = None
+    if any(s.model for s in scenarios) or baseline:
+        base = detect_baseline(workload, baseline)
     for s in scenarios:
         if s.is_baseline:
             continue
-        edited = _edit(workload, s)
+        edits: list[Edit] = []
+        edited = workload
+        if s.model:
+            assert base is not None
+            edited, edits = reshape_workload(workload, base, dict(s.model))
+        edited = _edit(edited, s)
         if s.needs_comm_model:
             if comm_model is None:
                 raise ConfigError(f"{s.label}: re-timing communication needs a network: "
@@ -142,8 +170,8 @@ def estimate(
             cost, name = comm_model(edited, s)
         else:
             cost, name = TracedCost(), "traced"
-        rows.append(_row(edited, s, cost, name))
-    return Estimate(tuple(rows))
+        rows.append(_row(edited, s, cost, name, edits))
+    return Estimate(tuple(rows), baseline=None if base is None else base.to_dict())
 
 
 def write_estimate(est: Estimate, out_dir: str | os.PathLike[str]) -> Path:
@@ -154,4 +182,22 @@ def write_estimate(est: Estimate, out_dir: str | os.PathLike[str]) -> Path:
     with atomic_write(path) as f:
         json.dump(est.to_dict(), f, indent=1, sort_keys=True, allow_nan=False)
         f.write("\n")
+    with atomic_write(out / "estimate.csv") as f:
+        f.write(estimate_csv(est.to_dict()))
     return path
+
+
+_CSV_PARTS = ("exposed_compute_ns", "overlapped_ns", "exposed_comm_ns", "other_ns")
+
+
+def estimate_csv(doc: Mapping[str, Any]) -> str:
+    """``estimate.json``'s rows as CSV: label, step_ns, change_pct, the breakdown, model."""
+    rows = doc["rows"]
+    base = rows[0]["step_ns"] or 1
+    lines = [",".join(("config", "step_ns", "change_pct", *_CSV_PARTS, "model"))]
+    for r in rows:
+        label = str(r["config"]["label"]).replace(",", ";")
+        parts = [str(r["breakdown"].get(p, 0)) for p in _CSV_PARTS]
+        change = f"{(r['step_ns'] / base - 1) * 100:.2f}"
+        lines.append(",".join((label, str(r["step_ns"]), change, *parts, str(r["model"]))))
+    return "\n".join(lines) + "\n"

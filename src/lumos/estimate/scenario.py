@@ -11,7 +11,18 @@ key                             meaning
                                 take FACTOR times as long (repeat for several ranks)
 ``link=RANK:FACTOR``            RANK's network is FACTOR times slower: every collective it takes
                                 part in runs FACTOR times as long (communication model)
+``layers=N``                    N transformer layers in all (copies or drops each rank's layer
+                                blocks; gradients grow with the parameters)
+``hidden=N``, ``ffn=N``,        model sizes: ops re-timed from their recorded shapes by a cost
+``heads=N``, ``seq=N``,         model fitted on the trace (``ffn`` follows ``hidden`` unless
+``microbatch_size=N``           given)
+``microbatches=N``              N micro-batches per step in a pipeline run (same micro-batch
+                                size; the traced schedule is kept)
+``pp=N``                        pipeline stages (only the traced value is supported)
 ==============================  ===============================================================
+
+The model keys (``layers`` to ``pp``) are applied by :mod:`lumos.estimate.reshape` against the
+baseline configuration found in the trace (:mod:`lumos.estimate.baseline`).
 
 ``--sweep KEY=V1,V2,...`` gives one scenario per value (on top of the ``--set`` ones).
 """
@@ -23,9 +34,10 @@ from dataclasses import dataclass, replace
 
 from lumos.errors import ConfigError
 
-__all__ = ["KEYS", "Scenario", "parse_scenario", "parse_sweep"]
+__all__ = ["KEYS", "MODEL_KEYS", "Scenario", "parse_scenario", "parse_sweep"]
 
-KEYS = ("dp", "straggler", "link")
+MODEL_KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatches", "microbatch_size", "pp")
+KEYS = ("dp", "straggler", "link", *MODEL_KEYS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,8 +47,13 @@ class Scenario:
     dp: int | None = None
     straggler: tuple[tuple[int, float], ...] = ()
     link: tuple[tuple[int, float], ...] = ()
+    #: Model keys (``layers``, ``hidden``...) and their new values, in the order given.
+    model: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
+        for key, value in self.model:
+            if value < 1:
+                raise ConfigError(f"{key}={value}: expected a positive integer")
         if self.dp is not None and self.dp < 1:
             raise ConfigError(f"dp={self.dp}: the data-parallel group needs at least 1 rank")
         for key, pairs in (("straggler", self.straggler), ("link", self.link)):
@@ -59,6 +76,7 @@ class Scenario:
         parts = [] if self.dp is None else [f"dp={self.dp}"]
         parts += [f"straggler={r}:{_num(f)}" for r, f in self.straggler]
         parts += [f"link={r}:{_num(f)}" for r, f in self.link]
+        parts += [f"{k}={v}" for k, v in self.model]
         return " ".join(parts) or "baseline"
 
     def to_dict(self) -> dict[str, object]:
@@ -69,6 +87,7 @@ class Scenario:
             out["straggler"] = {str(r): f for r, f in self.straggler}
         if self.link:
             out["link"] = {str(r): f for r, f in self.link}
+        out.update(self.model)
         return out
 
 
@@ -96,6 +115,12 @@ def _apply(s: Scenario, key: str, value: str) -> Scenario:
         return replace(s, straggler=(*s.straggler, _rank_factor(key, value)))
     if key == "link":
         return replace(s, link=(*s.link, _rank_factor(key, value)))
+    if key in MODEL_KEYS:
+        try:
+            v = int(value)
+        except ValueError:
+            raise ConfigError(f"--set {key}={value}: expected an integer") from None
+        return replace(s, model=(*((k, x) for k, x in s.model if k != key), (key, v)))
     raise ConfigError(f"--set {key}=...: unknown key (known: {', '.join(KEYS)})")
 
 

@@ -20,6 +20,7 @@ The simulator never reads recorded start times: they are used here, once, to cho
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -203,6 +204,7 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
         world_size=world,
         diagnostics=diag,
         calibration={"gpu_clock_offset_ns": offset_ns, "launch_latency_ns": launch_latency},
+        **_task_dims(trace, tasks.event_idx),
     )
 
 
@@ -265,3 +267,18 @@ def _processors(trace: KinetoTrace, layout: TaskLayout) -> Processors:
     )  # fmt: skip
 
 
+
+
+def _task_dims(trace: KinetoTrace, event_idx: np.ndarray) -> dict[str, Any]:
+    """``dims`` / ``task_dims_idx`` for the graph: each task's recorded "Input Dims" (or -1)."""
+    ev = trace.events.dims_idx
+    if ev is None or not trace.dims:
+        return {}
+    idx = np.full(len(event_idx), -1, dtype=np.int32)
+    has = event_idx >= 0
+    idx[has] = ev[event_idx[has]]
+    used = np.unique(idx[idx >= 0])
+    remap = np.full(len(trace.dims), -1, dtype=np.int32)
+    remap[used] = np.arange(len(used), dtype=np.int32)
+    idx[idx >= 0] = remap[idx[idx >= 0]]
+    return {"dims": tuple(trace.dims[i] for i in used.tolist()), "task_dims_idx": idx}

@@ -110,6 +110,10 @@ class ExecGraph:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     #: Facts the build measured and used (``launch_latency_ns``, ``gpu_clock_offset_ns``...).
     calibration: Mapping[str, int] = field(default_factory=dict)
+    #: Distinct recorded "Input Dims" (JSON text) and, per task, its row there (-1 = none);
+    #: what the shape-scaling what-ifs read. ``task_dims_idx`` is None when nothing was recorded.
+    dims: tuple[str, ...] = ()
+    task_dims_idx: NDArray[np.int32] | None = None
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -122,6 +126,8 @@ class ExecGraph:
                 raise GraphError(f"tasks.name_idx out of range [0, {n_names})")
             if t.processor_idx.min() < 0 or t.processor_idx.max() >= n_proc:
                 raise GraphError(f"tasks.processor_idx out of range [0, {n_proc})")
+        if self.task_dims_idx is not None and len(self.task_dims_idx) != len(t):
+            raise GraphError(f"task_dims_idx has {len(self.task_dims_idx)} rows, tasks {len(t)}")
         if not 0 <= self.rank < max(self.world_size, 1):
             raise GraphError(f"rank {self.rank} outside world_size {self.world_size}")
 

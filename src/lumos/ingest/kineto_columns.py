@@ -91,6 +91,7 @@ _TS = attrgetter("ts")
 _DUR = attrgetter("dur")
 _NAME = attrgetter("name")
 _ARGS = attrgetter("args")
+_DIMS = attrgetter("input_dims")
 
 
 class Accumulator:
@@ -105,8 +106,9 @@ class Accumulator:
         self.cat_code: dict[str, int] = {}
         self.thread_ids: dict[tuple[Any, Any], int] = {}
         self.meta_name: list[bool] = []  # per interned name: does it carry metadata?
+        self.dims = Interner()  # "Input Dims" as raw JSON text (b"null" when absent)
         self.cols: dict[str, list[np.ndarray]] = {
-            k: [] for k in (*INT_COLUMNS, "cat", "name_idx", "proc", "ts", "dur")
+            k: [] for k in (*INT_COLUMNS, "cat", "name_idx", "proc", "ts", "dur", "dims")
         }
         self.meta: dict[int, EventMeta] = {}
         self.flows: list[FlowEnd] = []
@@ -152,6 +154,8 @@ class Accumulator:
         cols["ts"].append(np.fromiter(map(_TS, xs), np.float64, n))
         cols["dur"].append(np.fromiter(map(_DUR, xs), np.float64, n))
         cols["stream"].append(streams)
+        # shapes are kept as interned raw text: the what-if cost model decodes the few distinct ones
+        cols["dims"].append(self.dims.ids(map(bytes, map(_DIMS, args))))  # type: ignore[arg-type]
         ext = np.fromiter(map(attrgetter("external_id"), args), np.int64, n)
         ext_legacy = np.fromiter(map(attrgetter("external_id_legacy"), args), np.int64, n)
         cols["external_id"].append(np.where(ext >= 0, ext, ext_legacy))
@@ -242,6 +246,7 @@ class Accumulator:
             dur_ns=dur_ns[order],
             processor_idx=proc_idx[order].astype(np.int32),
             **{k: cols[k][order] for k in INT_COLUMNS},
+            dims_idx=_dims_idx(cols["dims"][order], self.dims.table()),
         )
         rank_of = np.empty(num_x, dtype=np.int64)
         rank_of[order] = np.arange(num_x)
@@ -261,6 +266,7 @@ class Accumulator:
             category_counts=dict(sorted(self.cat_counts.items())),
             num_raw_events=self.num_raw,
             diagnostics=diagnostics,
+            dims=tuple(b.decode("utf-8", "replace") for b in self.dims.table()),  # type: ignore[attr-defined]
         )
 
 
@@ -330,3 +336,11 @@ def _check_time_range(ts: np.ndarray, dur: np.ndarray, where: str) -> None:
         )
     if ts.size and float(ts.max() - ts.min()) >= _MAX_SPAN_US:
         raise TraceFormatError(where, "timestamps span more than 100 days: not one trace")
+
+
+def _dims_idx(ids: np.ndarray, table: tuple[object, ...]) -> np.ndarray:
+    """Interned "Input Dims" ids with the absent value (JSON ``null``) as -1."""
+    out = ids.astype(np.int32)
+    if b"null" in table:
+        out[out == table.index(b"null")] = -1
+    return out

@@ -64,6 +64,8 @@ class Events:
     fwd_thread_id: np.ndarray
     num_bytes: np.ndarray
     stream: np.ndarray
+    #: Row in :attr:`KinetoTrace.dims` of the event's "Input Dims" (-1 = none recorded).
+    dims_idx: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])
@@ -90,6 +92,8 @@ class KinetoTrace:
     category_counts: dict[str, int]
     num_raw_events: int
     diagnostics: dict[str, int] = field(default_factory=dict)
+    #: Distinct "Input Dims" values, as their JSON text (see ``Events.dims_idx``).
+    dims: tuple[str, ...] = ()
 
     @property
     def rank(self) -> int:

@@ -1,0 +1,146 @@
+"""The configuration a trace was recorded with, found in the trace, each value with its evidence.
+
+==================  ========================================================================
+key                 found from
+==================  ========================================================================
+``layers``          the repeated blocks of each rank (:mod:`lumos.estimate.layers`), summed
+                    over pipeline stages
+``hidden``          the most common last dimension of the 3-D activations inside layers
+``seq``,            the leading dimensions ``(b, s)`` of those activations
+``microbatch_size``
+``ffn``             the largest other last dimension of a 3-D activation inside a layer
+                    (not ``3 x hidden``, the fused QKV)
+``heads``           4-D attention tensors ``(b, heads, s, hidden / heads)``
+``vocab``           the last dimension of the logits (the input of the log-softmax)
+``microbatches``    micro-batch blocks (one send or receive each) per step
+``pp``              ranks that exchange point-to-point messages (1 when none do)
+``dp``              the world size over ``pp``
+==================  ========================================================================
+
+``--baseline KEY=VALUE`` overrides any of them; a value that is needed but was not found is a
+:class:`~lumos.errors.ConfigError` naming that flag.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lumos.errors import ConfigError
+from lumos.estimate.layers import LayerMap, find_layers
+from lumos.estimate.shapes import Dims, decoded_dims
+from lumos.graph.kinds import CommType
+from lumos.graph.model import Workload
+
+__all__ = ["Baseline", "detect_baseline"]
+
+_LOGITS = ("aten::_log_softmax", "aten::log_softmax", "aten::_softmax_backward_data",
+           "aten::_log_softmax_backward_data")  # fmt: skip
+
+KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatch_size", "microbatches", "vocab",
+        "pp", "dp")  # fmt: skip
+
+
+@dataclass
+class Baseline:
+    """Detected (or given) values and how each was found; ``layer_maps`` per graph."""
+
+    values: dict[str, int]
+    how: dict[str, str]
+    layer_maps: tuple[LayerMap, ...] = field(default=())
+
+    def need(self, key: str) -> int:
+        """The value of ``key``, or a ConfigError naming ``--baseline key=...``."""
+        v = self.values.get(key, -1)
+        if v <= 0:
+            raise ConfigError(f"the baseline's {key} could not be found in the trace "
+                              f"({self.how.get(key, 'no evidence')}); give --baseline {key}=N")  # fmt: skip
+        return v
+
+    def dims(self) -> Dims:
+        return Dims(microbatch_size=self.need("microbatch_size"), seq=self.need("seq"),
+                    hidden=self.need("hidden"), ffn=self.need("ffn"), heads=self.need("heads"),
+                    vocab=self.values.get("vocab", -1))  # fmt: skip
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: {"value": self.values.get(k, -1), "how": self.how.get(k, "")} for k in KEYS}
+
+
+def _activations(workload: Workload, maps: tuple[LayerMap, ...]) -> tuple[list, list]:
+    """Shapes of the tensors of forward-layer tasks, and of ``aten::embedding`` inputs."""
+    inside: list[list[int]] = []
+    embed: list[list[int]] = []
+    for g, lm in zip(workload.graphs, maps, strict=True):
+        if g.task_dims_idx is None:
+            continue
+        dec = decoded_dims(g)
+        for grp in lm.layer_groups():
+            if grp.phase != "forward":
+                continue
+            for t in np.concatenate(grp.blocks).tolist():
+                d = dec[g.task_dims_idx[t]] if g.task_dims_idx[t] >= 0 else None
+                for s in d or []:
+                    if isinstance(s, list) and s and all(isinstance(x, int) for x in s):
+                        inside.append(s)
+        for t in np.flatnonzero(g.task_dims_idx >= 0).tolist():
+            if g.task_name(t) in _LOGITS:
+                d = dec[g.task_dims_idx[t]]
+                if d and isinstance(d[0], list) and len(d[0]) >= 2:
+                    embed.append(d[0])
+    return inside, embed
+
+
+def detect_baseline(workload: Workload, given: Mapping[str, int] | None = None) -> Baseline:
+    """The baseline configuration of ``workload`` (see the module docstring)."""
+    maps = tuple(find_layers(g) for g in workload.graphs)
+    values: dict[str, int] = {}
+    how: dict[str, str] = {}
+    inside, embed = _activations(workload, maps)
+    acts = [s for s in inside if len(s) == 3]
+    if acts:
+        h, n = Counter(s[-1] for s in acts).most_common(1)[0]
+        values["hidden"], how["hidden"] = h, f"last dimension of {n} layer activations"
+        lead = Counter((s[0], s[1]) for s in acts if s[-1] == h).most_common(1)[0][0]
+        values["microbatch_size"], values["seq"] = lead
+        how["microbatch_size"] = how["seq"] = f"activations (b, s, hidden) = {list(lead)}+[{h}]"
+        others = sorted({s[-1] for s in acts if s[:2] == list(lead)} - {h, 3 * h})
+        if others:
+            values["ffn"], how["ffn"] = others[-1], "widest other layer activation"
+        heads = Counter(
+            s[1] for s in inside if len(s) == 4 and s[0] == lead[0] and s[2] == lead[1]
+            and s[1] * s[3] == h
+        )  # fmt: skip
+        if heads:
+            values["heads"] = heads.most_common(1)[0][0]
+            how["heads"] = "attention tensors (b, heads, s, hidden/heads)"
+    if embed:
+        values["vocab"] = Counter(e[-1] for e in embed).most_common(1)[0][0]
+        how["vocab"] = "last dimension of the logits (log-softmax input)"
+    p2p_ranks = {
+        g.rank for g in workload.graphs
+        if np.isin(g.comms.kind, [int(CommType.SEND), int(CommType.RECV)]).any()
+    }  # fmt: skip
+    world = max(g.world_size for g in workload.graphs)
+    pp = max(len(p2p_ranks), 1)
+    values["pp"], how["pp"] = pp, (
+        f"{len(p2p_ranks)} ranks exchange point-to-point messages" if p2p_ranks
+        else "no point-to-point messages"
+    )  # fmt: skip
+    values["dp"], how["dp"] = max(world // pp, 1), f"world size {world} / pp {pp}"
+    per_rank = [lm.num_layers for lm in maps]
+    if any(per_rank):
+        layers = int(np.median(per_rank)) * pp
+        values["layers"] = layers
+        how["layers"] = f"{', '.join(map(str, per_rank))} repeated blocks per rank x pp {pp}"
+    mbs = [lm.num_microbatches for lm in maps]
+    values["microbatches"] = max(mbs) if mbs else 1
+    how["microbatches"] = ("micro-batch blocks (one send/receive each) per step"
+                           if max(mbs, default=1) > 1 else "no micro-batch blocks")  # fmt: skip
+    for k, v in (given or {}).items():
+        if k not in KEYS:
+            raise ConfigError(f"--baseline {k}=...: unknown key (known: {', '.join(KEYS)})")
+        values[k], how[k] = int(v), "given (--baseline)"
+    return Baseline(values, how, maps)

@@ -1,0 +1,341 @@
+"""Find the repeated blocks of a training step: layers, and micro-batches around them.
+
+A transformer step is a few long repeats: the forward of layer 1, 2, ..., L runs the same ops with
+the same shapes, and so do their backwards (in reverse); a pipeline stage repeats its whole forward
+(and backward) once per micro-batch, layers nested inside. This module finds those repeats from
+the trace alone, with nothing but op names and recorded "Input Dims" (``record_shapes=True``):
+
+1. Each CPU thread's tasks of one step become a sequence of symbols ``(name, Input Dims)``.
+2. The longest *tandem repeat* (a block of ``period`` symbols occurring ``count >= 2`` times back
+   to back, covering the most tasks; ties go to the shorter period) is a :class:`Group`; the
+   search continues before and after it, and inside its first block.
+3. A group whose block itself holds a repeat covering at least half of it is a *micro-batch*
+   group, and the repeat inside is a *layer* group (one per micro-batch block). Other groups
+   are layer groups.
+4. Collective-issuing ops (``c10d::*``, ``record_param_comms``, ``nccl:*``, ``gloo:*``) are left
+   out of the layer search: DDP issues its gradient buckets between layers wherever a bucket
+   fills, which breaks the period without being part of any layer. Micro-batch groups keep
+   them (a stage sends once per micro-batch).
+
+Regions covering less than :data:`MIN_SHARE` of the step's tasks, or with a period under
+:data:`MIN_PERIOD`, are not layers (two identical ``view`` calls are not a model). A group made of
+backward ops (``*Backward*``, ``*_backward``) is a backward group; its blocks run the layers in
+reverse (block 0 is the last layer).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+from lumos.graph.kinds import AnnotationKind, TaskKind
+from lumos.graph.model import ExecGraph, ProcessorKind
+
+__all__ = [
+    "COMM_PATTERN",
+    "Group",
+    "LayerMap",
+    "find_layers",
+    "find_repeat",
+    "is_comm_issuer",
+    "marked",
+]
+
+MIN_PERIOD = 3
+MIN_SHARE = 0.05
+#: Blocks of one repeat may differ in this share of their ops (substitutions only).
+MISMATCH_SHARE = 0.04
+COMM_PATTERN = re.compile(r"^(c10d::|record_param_comms|nccl:|gloo:)|ProcessGroup")
+_P2P = re.compile(r"(^|[:_])(send|recv|isend|irecv)\b|SendRecv")
+_BACKWARD = re.compile(r"Backward|_backward|^autograd::engine")
+_OPTIMIZER = re.compile(r"^Optimizer\.|optimizer|^aten::_foreach_")
+
+
+def is_comm_issuer(name: str) -> bool:
+    """Whether an op issues or is a collective (kept out of the layer search)."""
+    return bool(COMM_PATTERN.search(name))
+
+
+@dataclass(frozen=True)
+class Group:
+    """``count`` consecutive blocks of ``period`` tasks each on one thread.
+
+    ``blocks[b]`` are the task indices of block ``b`` (execution order; blocks in time order).
+    ``level`` is ``"layer"`` or ``"microbatch"``; ``phase`` is ``forward``, ``backward`` (its
+    blocks run the layers in reverse) or ``optimizer``. ``step`` is the step (0-based, in time order) the group belongs to and ``parent``
+    the index of the micro-batch group and block it sits in (``(-1, -1)`` at the top).
+    """
+
+    processor_idx: int
+    blocks: tuple[NDArray[np.int64], ...]
+    level: str
+    phase: str
+    step: int
+    parent: tuple[int, int] = (-1, -1)
+
+    @property
+    def backward(self) -> bool:
+        return self.phase == "backward"
+
+    @property
+    def count(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def period(self) -> int:
+        return len(self.blocks[0]) if self.blocks else 0
+
+
+@dataclass(frozen=True)
+class LayerMap:
+    """What :func:`find_layers` found in one rank's graph."""
+
+    groups: tuple[Group, ...]
+    num_layers: int  # layers on this rank (the usual count of its layer groups)
+    num_microbatches: int  # 1 without micro-batch groups
+    how: str
+
+    def layer_groups(self) -> tuple[Group, ...]:
+        return tuple(g for g in self.groups if g.level == "layer")
+
+    def microbatch_groups(self) -> tuple[Group, ...]:
+        return tuple(g for g in self.groups if g.level == "microbatch")
+
+    def task_layer(self, num_tasks: int) -> NDArray[np.int32]:
+        """Per task: its layer index (0 = first layer of the model part on this rank), or -1."""
+        out = np.full(num_tasks, -1, dtype=np.int32)
+        for g in self.layer_groups():
+            for b, block in enumerate(g.blocks):
+                out[block] = g.count - 1 - b if g.backward else b
+        return out
+
+
+def find_repeat(seq: NDArray[np.int64], min_period: int = MIN_PERIOD) -> tuple[int, int, int]:
+    """The tandem repeat covering most of ``seq``: ``(start, period, count)``, count 0 if none.
+
+    >>> find_repeat(np.array([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 8]))
+    (1, 3, 3)
+    """
+    start, period, count = _best_repeat(np.ascontiguousarray(seq, dtype=np.int64), min_period)
+    return int(start), int(period), int(count)
+
+
+@numba.njit(cache=True, nogil=True)
+def _best_repeat(seq: NDArray[np.int64], min_period: int) -> tuple[int, int, int]:
+    # O(n^2 / 2): for each period p, the longest run where seq[i] == seq[i + p] but for at
+    # most MISMATCH_SHARE of any p consecutive positions (one op accumulating a gradient
+    # in place where its neighbour assigns it must not split a layer)
+    n = len(seq)
+    best = (0, 0, 0)
+    best_cover = 0
+    cum = np.zeros(n + 1, dtype=np.int64)
+    for p in range(max(min_period, 1), n // 2 + 1):
+        m = n - p
+        budget = max(1, int(p * MISMATCH_SHARE))
+        for i in range(m):
+            cum[i + 1] = cum[i] + (seq[i] != seq[i + p])
+        start, last = -1, -1
+        for i in range(m + 1):
+            if i < m and seq[i] == seq[i + p]:
+                if start < 0:
+                    start = i
+                last = i
+                continue
+            if start < 0:
+                continue
+            if i < m and cum[i + 1] - cum[max(start, i - p + 1)] <= budget:
+                continue
+            count = (last + 1 - start + p) // p
+            if count >= 2 and count * p > best_cover:
+                best, best_cover = (start, p, count), count * p
+            start = -1
+    return best
+
+
+def _repeats(
+    seq: NDArray[np.int64], lo: int, hi: int, min_cover: int
+) -> list[tuple[int, int, int]]:
+    """Non-overlapping repeats in ``seq[lo:hi]`` (absolute starts), largest first."""
+    if hi - lo < 2 * MIN_PERIOD:
+        return []
+    start, period, count = find_repeat(seq[lo:hi])
+    if count < 2 or period * count < min_cover:
+        return []
+    start += lo
+    end = start + period * count
+    return [
+        (start, period, count),
+        *_repeats(seq, lo, start, min_cover),
+        *_repeats(seq, end, hi, min_cover),
+    ]
+
+
+def _symbols(g: ExecGraph, tasks: NDArray[np.int64]) -> NDArray[np.int64]:
+    dims = g.task_dims_idx
+    d = dims[tasks].astype(np.int64) + 1 if dims is not None else np.zeros(len(tasks), np.int64)
+    return g.tasks.name_idx[tasks].astype(np.int64) * (len(g.dims) + 2) + d
+
+
+def _step_ranges(g: ExecGraph, proc: int, order: NDArray[np.int64]) -> list[tuple[int, int]]:
+    """Slices of ``order`` (a thread's tasks in order) that fall in each recorded step."""
+    a = g.annotations
+    steps = np.flatnonzero(a.kind == int(AnnotationKind.STEP))
+    ts = g.tasks.ts_ns[order]
+    out = []
+    for s in steps[np.argsort(a.ts_ns[steps], kind="stable")].tolist():
+        lo = int(np.searchsorted(ts, a.ts_ns[s], "left"))
+        hi = int(np.searchsorted(ts, a.ts_ns[s] + a.dur_ns[s], "left"))
+        if hi > lo:
+            out.append((lo, hi))
+    return out or [(0, len(order))]
+
+
+def find_layers(g: ExecGraph) -> LayerMap:
+    """Layer and micro-batch groups of every CPU thread of ``g`` (see the module docstring)."""
+    indptr, perm = g.processor_order()
+    names = g.names
+    comm_name = np.fromiter((is_comm_issuer(s) for s in names), bool, len(names))
+    t = g.tasks
+    # every op but the synthetic anchors and step markers (negative event ids -2, -4)
+    real = ~np.isin(t.event_idx, [-2, -4]) & np.isin(
+        t.kind, [int(TaskKind.CPU_OP), int(TaskKind.CPU_COMM)]
+    )
+    back_name = marked(g, _BACKWARD, indptr, perm)
+    opt_name = marked(g, _OPTIMIZER, indptr, perm)
+    groups: list[Group] = []
+    for p in np.flatnonzero(g.processors.kind == int(ProcessorKind.THREAD)).tolist():
+        order = perm[indptr[p] : indptr[p + 1]]
+        order = order[real[order]]
+        if len(order) < 4 * MIN_PERIOD:
+            continue
+        for step, (lo, hi) in enumerate(_step_ranges(g, p, order)):
+            _groups_of_step(g, p, order[lo:hi], step, comm_name, (back_name, opt_name), groups)
+    return _summarize(groups)
+
+
+def _groups_of_step(
+    g: ExecGraph,
+    proc: int,
+    tasks: NDArray[np.int64],
+    step: int,
+    comm_name: NDArray[np.bool_],
+    marks: tuple[NDArray[np.bool_], NDArray[np.bool_]],
+    out: list[Group],
+) -> None:
+    name_idx = g.tasks.name_idx[tasks]
+    seq = _symbols(g, tasks)
+    kept = ~comm_name[name_idx]
+    covered = np.zeros(len(tasks), dtype=bool)
+    for lo, hi in _microbatch_blocks(g, tasks, seq):
+        blocks = tuple(tasks[a:b] for a, b in zip(lo, hi, strict=True))
+        gi = len(out)
+        out.append(Group(proc, blocks, "microbatch", _phase(np.concatenate(blocks), marks), step))
+        for b, (a, e) in enumerate(zip(lo, hi, strict=True)):
+            covered[a:e] = True
+            pos = np.flatnonzero(kept[a:e]) + a
+            min_cover = max(2 * MIN_PERIOD, int(MIN_SHARE * (e - a)))
+            for s_, p_, c in _layer_repeats(seq, pos, min_cover):
+                lb = tuple(tasks[pos[s_ + k * p_ : s_ + (k + 1) * p_]] for k in range(c))
+                out.append(Group(proc, lb, "layer", _phase(lb[0], marks), step, (gi, b)))
+    rest = np.flatnonzero(kept & ~covered)
+    min_cover = max(2 * MIN_PERIOD, int(MIN_SHARE * len(tasks)))
+    for s_, p_, c in _layer_repeats(seq, rest, min_cover):
+        lb = tuple(tasks[rest[s_ + k * p_ : s_ + (k + 1) * p_]] for k in range(c))
+        out.append(Group(proc, lb, "layer", _phase(lb[0], marks), step))
+
+
+def _microbatch_blocks(
+    g: ExecGraph, tasks: NDArray[np.int64], seq: NDArray[np.int64]
+) -> list[tuple[list[int], list[int]]]:
+    """``(starts, ends)`` of the micro-batch blocks of one step (positions in ``tasks``).
+
+    A pipeline stage sends or receives once per micro-batch, so a run of two or more identical
+    point-to-point ops (same name and shapes, nothing else of that kind between them) marks
+    the blocks: a block starts at a receive and runs to the next one, or ends with a send,
+    beginning after the previous one; the open end of the first (last) block is as long as
+    its neighbour.
+    """
+    p2p = np.fromiter((bool(_P2P.search(s)) for s in g.names), bool, len(g.names))
+    pos = np.flatnonzero(p2p[g.tasks.name_idx[tasks]])
+    out: list[tuple[list[int], list[int]]] = []
+    i = 0
+    while i < len(pos):
+        j = i
+        while j + 1 < len(pos) and seq[pos[j + 1]] == seq[pos[i]]:
+            j += 1
+        run = pos[i : j + 1].tolist()
+        i = j + 1
+        if len(run) < 2:
+            continue
+        if "recv" in g.task_name(int(tasks[run[0]])):
+            starts = run
+            ends = [*run[1:], min(len(tasks), run[-1] + run[-1] - run[-2])]
+        else:
+            ends = [r + 1 for r in run]
+            starts = [max(0, run[0] + 1 - (run[1] - run[0])), *ends[:-1]]
+        out.append((starts, ends))
+    # open ends stop where the neighbouring run's blocks begin or end
+    for k in range(len(out)):
+        starts, ends = out[k]
+        if k + 1 < len(out):
+            ends[-1] = min(ends[-1], out[k + 1][0][0])
+        if k > 0:
+            starts[0] = max(starts[0], out[k - 1][1][-1])
+    return out
+
+
+def _layer_repeats(
+    seq: NDArray[np.int64], pos: NDArray[np.int64], min_cover: int
+) -> list[tuple[int, int, int]]:
+    """Repeats of ``seq[pos]`` (starts are indices into ``pos``) that do not nest further."""
+    if not len(pos):
+        return []
+    return sorted(_repeats(seq[pos], 0, len(pos), min_cover))
+
+
+def _phase(block: NDArray[np.int64], marks: tuple[NDArray[np.bool_], ...]) -> str:
+    """``backward`` / ``optimizer`` when most of the block is, else ``forward``."""
+    back, opt = marks
+    if len(block) and back[block].mean() > 0.5:
+        return "backward"
+    if len(block) and opt[block].mean() > 0.5:
+        return "optimizer"
+    return "forward"
+
+
+def marked(
+    g: ExecGraph, pattern: re.Pattern[str], indptr: NDArray[np.int64], perm: NDArray[np.int64]
+) -> NDArray[np.bool_]:
+    """Tasks named like ``pattern`` or inside an annotation (parent op, span) named like it."""
+    hit = np.fromiter((bool(pattern.search(s)) for s in g.names), bool, len(g.names))
+    out = hit[g.tasks.name_idx].copy()
+    a = g.annotations
+    sel = np.flatnonzero(hit[a.name_idx] & (a.first_task_idx >= 0) & (a.last_task_idx >= 0))
+    if not len(sel):
+        return out
+    rank = np.empty(len(perm), dtype=np.int64)
+    rank[perm] = np.arange(len(perm))
+    diff = np.zeros(len(perm) + 1, dtype=np.int64)
+    np.add.at(diff, rank[a.first_task_idx[sel]], 1)
+    np.add.at(diff, rank[a.last_task_idx[sel]] + 1, -1)
+    out[perm[np.cumsum(diff[:-1]) > 0]] = True
+    return out
+
+
+def _summarize(groups: list[Group]) -> LayerMap:
+    layer_counts = [g.count for g in groups if g.level == "layer"]
+    mb_counts = [g.count for g in groups if g.level == "microbatch"]
+    num_layers = _mode(layer_counts)
+    how = "repeated op sequence (names and Input Dims)" if groups else "no repeated layers found"
+    return LayerMap(tuple(groups), num_layers, _mode(mb_counts) or 1, how)
+
+
+def _mode(values: list[int]) -> int:
+    if not values:
+        return 0
+    vals, counts = np.unique(np.asarray(values), return_counts=True)
+    return int(vals[np.flatnonzero(counts == counts.max())[-1]])

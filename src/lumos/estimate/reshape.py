@@ -1,0 +1,235 @@
+"""Edit a workload into another model configuration: micro-batches, layers, then shapes.
+
+:func:`reshape_workload` applies, in this order, each edit being a pure function on graphs:
+
+1. ``microbatches``: every micro-batch group of every rank gets the new count of blocks
+   (:func:`~lumos.estimate.blocks.resize_groups`); the schedule found in the trace is kept
+   (all forwards then all backwards stays that way). The micro-batch size is unchanged, so the
+   global batch grows with the count.
+2. ``layers``: every layer group (forward, backward, optimizer; inside each micro-batch) of every
+   rank gets ``count + (new - old) / pp`` blocks; the gradient all-reduces grow with the
+   parameters (step 4).
+3. ``hidden``, ``ffn``, ``heads``, ``seq``, ``microbatch_size``: every op with recorded shapes is
+   re-timed by :mod:`lumos.estimate.shapes`.
+4. Communication is re-sized by the bytes it moves: gradient collectives (all-reduce,
+   reduce-scatter, all-gather) by the parameter count, point-to-point messages by the activation
+   size ``b x s x hidden``; its transfer is re-timed by ``a + c x bytes`` fitted on the trace's
+   own collectives of that kind (proportional when they all have one size). The time spent
+   waiting for peers is left to the simulation.
+
+Changing ``pp`` is not supported (a :class:`~lumos.errors.ConfigError` says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from lumos.errors import ConfigError
+from lumos.estimate.baseline import Baseline
+from lumos.estimate.blocks import resize_groups
+from lumos.estimate.layers import find_layers
+from lumos.estimate.shapes import Dims, _Mapper, decoded_dims, fit_shape_model, map_dims, retime
+from lumos.graph.kinds import CommType
+from lumos.graph.model import ExecGraph, Workload
+
+__all__ = ["MODEL_KEYS", "Edit", "reshape_workload"]
+
+MODEL_KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatches", "microbatch_size", "pp")
+_SHAPE_KEYS = ("hidden", "ffn", "heads", "seq", "microbatch_size")
+_GRAD = (int(CommType.ALL_REDUCE), int(CommType.REDUCE_SCATTER), int(CommType.ALL_GATHER))
+_P2P = (int(CommType.SEND), int(CommType.RECV))
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One edit as recorded in ``estimate.json`` (``edits`` of a row)."""
+
+    name: str
+    tasks_added: int = 0
+    tasks_removed: int = 0
+    tasks_retimed: int = 0
+    model: str = ""
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"edit": self.name, "tasks_added": self.tasks_added,
+                "tasks_removed": self.tasks_removed, "tasks_retimed": self.tasks_retimed,
+                "model": self.model, "detail": self.detail}  # fmt: skip
+
+
+def reshape_workload(
+    workload: Workload, base: Baseline, changes: Mapping[str, int]
+) -> tuple[Workload, list[Edit]]:
+    """``workload`` edited into the configuration ``base`` with ``changes`` applied."""
+    unknown = sorted(set(changes) - set(MODEL_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown model key {unknown[0]!r} (known: {', '.join(MODEL_KEYS)})")
+    edits: list[Edit] = []
+    pp = base.values.get("pp", 1)
+    if "pp" in changes and changes["pp"] != pp:
+        raise ConfigError(f"pp={changes['pp']}: changing the number of pipeline stages "
+                          f"(traced pp={pp}) is not supported yet")  # fmt: skip
+    graphs = list(workload.graphs)
+    maps = list(base.layer_maps) or [find_layers(g) for g in graphs]
+    param_ratio = 1.0
+    if "microbatches" in changes:
+        m_old, m_new = base.need("microbatches"), changes["microbatches"]
+        if m_new < 1:
+            raise ConfigError(f"microbatches={m_new}: needs at least 1")
+        if m_new != m_old:
+            if m_old < 2:
+                raise ConfigError("microbatches: the trace shows no micro-batch blocks to copy "
+                                  "(a pipeline run with at least 2 micro-batches is needed)")  # fmt: skip
+            graphs, e = _resize(graphs, maps, "microbatch", lambda c: c * m_new // m_old)
+            edits.append(replace(e, name=f"microbatches {m_old} -> {m_new}"))
+            maps = [find_layers(g) for g in graphs]
+    old_layers = base.values.get("layers", -1)
+    if "layers" in changes and changes["layers"] != old_layers:
+        new = changes["layers"]
+        old = base.need("layers")
+        if new % pp or new < pp:
+            raise ConfigError(f"layers={new}: must be a positive multiple of pp={pp}")
+        delta = (new - old) // pp
+        graphs, e = _resize(graphs, maps, "layer", lambda c: max(c + delta, 0))
+        edits.append(replace(e, name=f"layers {old} -> {new}"))
+        maps = [find_layers(g) for g in graphs]
+        param_ratio = _param_ratio(workload, base, new / old, None)
+    shape_changes = {k: v for k, v in changes.items() if k in _SHAPE_KEYS}
+    act_ratio = 1.0
+    if any(base.values.get(k) != v for k, v in shape_changes.items()):
+        old_dims = base.dims()
+        new_dims = _new_dims(old_dims, shape_changes)
+        model = fit_shape_model(list(workload.graphs))
+        retimed, stats_all = [], {"retimed": 0, "kept_no_shapes": 0, "ambiguous_dims": 0}
+        for g, lm in zip(graphs, maps, strict=True):
+            inside = lm.task_layer(g.num_tasks) >= 0
+            dur, stats = retime(g, old_dims, new_dims, model, inside)
+            for k in stats_all:
+                stats_all[k] += stats.get(k, 0)
+            retimed.append(g.with_durations(dur))
+        graphs = retimed
+        edits.append(Edit(
+            name=", ".join(f"{k} {base.values.get(k)} -> {v}" for k, v in shape_changes.items()),
+            tasks_retimed=stats_all["retimed"],
+            model=f"a + c x work per op, fitted on {len(model.fits)} op names of the trace",
+            detail=f"{stats_all['kept_no_shapes']} tasks without shapes kept their time; "
+                   f"{stats_all['ambiguous_dims']} dimensions resolved by role",
+        ))  # fmt: skip
+        layers_ratio = changes.get("layers", old_layers) / old_layers if old_layers > 0 else 1.0
+        param_ratio = _param_ratio(workload, base, layers_ratio, new_dims)
+        act_ratio = (new_dims.microbatch_size * new_dims.seq * new_dims.hidden) / (
+            old_dims.microbatch_size * old_dims.seq * old_dims.hidden
+        )
+    if param_ratio != 1.0 or act_ratio != 1.0:
+        graphs, e = _resize_comms(graphs, param_ratio, act_ratio)
+        edits.append(e)
+    return workload.replace_graphs(graphs), edits
+
+
+def _new_dims(old: Dims, ch: Mapping[str, int]) -> Dims:
+    hidden = ch.get("hidden", old.hidden)
+    # Megatron's default: the FFN follows the hidden size unless it is given
+    ffn = ch.get("ffn", old.ffn * hidden // old.hidden)
+    heads = ch.get("heads", old.heads)
+    if hidden % heads:
+        raise ConfigError(f"hidden={hidden} is not a multiple of heads={heads}")
+    return Dims(microbatch_size=ch.get("microbatch_size", old.microbatch_size),
+                seq=ch.get("seq", old.seq), hidden=hidden, ffn=ffn, heads=heads,
+                vocab=old.vocab)  # fmt: skip
+
+
+def _resize(graphs, maps, level, new_count):
+    out, added, removed = [], 0, 0
+    for g, lm in zip(graphs, maps, strict=True):
+        groups = [x for x in lm.groups if x.level == level]
+        g2, st = resize_groups(g, groups, [new_count(x.count) for x in groups])
+        out.append(g2)
+        added += st.tasks_added
+        removed += st.tasks_removed
+    return out, Edit(name=level, tasks_added=added, tasks_removed=removed,
+                     model="copies of the traced blocks")  # fmt: skip
+
+
+def _layer_params(g: ExecGraph, lm, mapper: _Mapper | None) -> float:
+    """Parameters of one layer: weights of its forward matrix products and norms."""
+    dec = decoded_dims(g)
+    fwd = [x for x in lm.layer_groups() if x.phase == "forward"]
+    if not fwd or g.task_dims_idx is None:
+        return 0.0
+    total = 0.0
+    for t in fwd[0].blocks[0].tolist():
+        di = int(g.task_dims_idx[t])
+        d = dec[di] if di >= 0 else None
+        if not d:
+            continue
+        name = g.task_name(t)
+        if mapper is not None:
+            d = map_dims(name, d, mapper, True)
+        if name in ("aten::addmm", "aten::mm") and len(d) >= 2:
+            w = d[-1]
+            total += float(np.prod(w)) + (float(np.prod(d[0])) if name == "aten::addmm" else 0)
+        elif "norm" in name:
+            total += sum(float(np.prod(s)) for s in d if isinstance(s, list) and len(s) == 1)
+    return total
+
+
+def _param_ratio(
+    workload: Workload, base: Baseline, layers_ratio: float, new: Dims | None
+) -> float:
+    """New over old parameter count, from one layer's weights and the gradient bytes."""
+    g = workload.graphs[0]
+    lm = base.layer_maps[0] if base.layer_maps else find_layers(g)
+    per_old = _layer_params(g, lm, None)
+    per_new = per_old if new is None else _layer_params(g, lm, _Mapper(base.dims(), new))
+    n_layers = max(lm.num_layers, 1)
+    grad = np.isin(g.comms.kind, _GRAD)
+    steps = max(len({s for x in lm.groups for s in [x.step]}), 1)
+    total_old = float(g.comms.size_bytes[grad].clip(0).sum()) / 4.0 / steps
+    if per_old <= 0 or total_old <= 0:
+        return layers_ratio
+    outside_old = max(total_old - n_layers * per_old, 0.0)
+    h_ratio = 1.0 if new is None else new.hidden / base.dims().hidden
+    new_total = outside_old * h_ratio + n_layers * layers_ratio * per_new
+    return new_total / max(outside_old + n_layers * per_old, 1.0)
+
+
+def _resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
+    out, n = [], 0
+    for g in graphs:
+        c, t = g.comms, g.tasks
+        size = c.size_bytes.astype(np.float64)
+        factor = np.ones(len(c))
+        factor[np.isin(c.kind, _GRAD)] = param_ratio
+        factor[np.isin(c.kind, _P2P)] = act_ratio
+        new_size = np.rint(size * factor).astype(np.int64)
+        dur = t.dur_ns.copy()
+        has = np.flatnonzero(t.comm_idx >= 0)
+        ci = t.comm_idx[has]
+        for kind in np.unique(c.kind[ci]).tolist():
+            sel = has[c.kind[ci] == kind]
+            cs = t.comm_idx[sel]
+            transfer = np.maximum(dur[sel] - c.wait_ns[cs], 0).astype(np.float64)
+            a, slope = _comm_line(size[cs], transfer)
+            old_cost = a + slope * size[cs]
+            new_cost = a + slope * new_size[cs]
+            ok = (old_cost > 0) & (size[cs] > 0)
+            scaled = np.where(ok, transfer * new_cost / np.where(ok, old_cost, 1), transfer)
+            dur[sel] = c.wait_ns[cs] + np.rint(scaled).astype(np.int64)
+            n += int(ok.sum())
+        out.append(g.replace(comms=c.replace(size_bytes=new_size)).with_durations(dur))
+    return out, Edit(name="communication re-sized", tasks_retimed=n,
+                     model="transfer = a + c x bytes fitted per collective kind on the trace",
+                     detail=f"gradient bytes x{param_ratio:.3f}, activations x{act_ratio:.3f}")  # fmt: skip
+
+
+def _comm_line(size, transfer):
+    ok = size > 0
+    x, y = size[ok], transfer[ok]
+    if len(np.unique(x)) >= 2 and x.max() >= 1.5 * x.min():
+        c, a = np.polyfit(x, y, 1)
+        if c > 0 and a >= 0:
+            return float(a), float(c)
+    return 0.0, 1.0

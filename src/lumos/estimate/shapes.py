@@ -1,0 +1,280 @@
+"""Re-time ops for other model sizes: new shapes from the recorded ones, cost fitted on the trace.
+
+Three steps, each on the trace's own evidence:
+
+1. **What each recorded dimension means.** A dimension is matched by value against the baseline
+   configuration's quantities (:class:`Dims`): ``tokens`` (micro-batch size x sequence), ``b``,
+   ``s``, ``heads``, ``h``, ``3h``, ``f``, ``2f``, ``hd`` (h / heads), ``vocab``. Where two
+   quantities share a value (``tokens == f`` is common), the tensor's role decides: the leading
+   dimensions of an activation are token-like, its last one and every dimension of a weight
+   are feature-like; inside a layer ``f`` wins over ``vocab``, outside it ``vocab`` does. A
+   3-D or 4-D activation whose leading dimensions are ``(b, s)`` or ``(b, heads, s)`` is read
+   by position. Choices that remained ambiguous are counted.
+2. **How much work an op does** with the old and the new shapes: ``2 M K N`` for matrix
+   products (``mm``, ``addmm``, ``bmm``, ``baddbmm``), ``4 B H Sq Sk D`` for attention, the
+   number of input elements for everything else. Views and allocations (no data touched) keep
+   their time.
+3. **What work costs**: per op name, ``dur = a + c * work`` fitted by least squares over the
+   trace's own instances when they come in at least two sizes (a GEMM of a transformer layer
+   does: QKV, projection, the two MLP products, their backwards); otherwise the thread's dispatch
+   floor (the median duration of its view ops) as ``a`` and the rest proportional to work.
+
+An op is re-timed as ``dur * cost(new) / cost(old)``, so whatever the trace recorded beyond the
+model (cache effects, a slow instance) scales along.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lumos.graph.model import ExecGraph
+
+__all__ = ["Dims", "ShapeModel", "fit_shape_model", "map_dims", "work_of"]
+
+_GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|addbmm|_addmm_activation)$")
+_ATTN = re.compile(r"scaled_dot_product|flash_attention|efficient_attention|_attention_")
+_NO_DATA = re.compile(
+    r"^(aten::)?(view|_unsafe_view|reshape|as_strided|transpose|t|permute|expand|slice|select|"
+    r"narrow|split|split_with_sizes|unsqueeze|squeeze|empty|empty_like|empty_strided|detach|"
+    r"alias|resolve_conj|resolve_neg|unbind|chunk|_reshape_alias|lift_fresh|numel|size|"
+    r"stride|is_nonzero|item|_local_scalar_dense|resize_)$"
+)
+_TOKEN_ORDER = ("tokens", "b*heads", "b", "s", "heads")
+_FEATURE_IN = ("h", "3h", "f", "2f", "hd", "s", "vocab")
+_FEATURE_OUT = ("h", "vocab", "3h", "f", "2f", "hd", "s")
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Model sizes in users' words: micro-batch size, sequence, hidden, FFN, heads, vocab."""
+
+    microbatch_size: int
+    seq: int
+    hidden: int
+    ffn: int
+    heads: int
+    vocab: int = -1
+
+    def quantities(self) -> dict[str, int]:
+        b, s, h, f, n = self.microbatch_size, self.seq, self.hidden, self.ffn, self.heads
+        q = {"tokens": b * s, "b*heads": b * n, "b": b, "s": s, "heads": n, "h": h,
+             "3h": 3 * h, "f": f, "2f": 2 * f, "hd": h // max(n, 1)}  # fmt: skip
+        if self.vocab > 0:
+            q["vocab"] = self.vocab
+        return q
+
+
+def _prod(shape: list[int]) -> int:
+    return math.prod(shape) if shape else 1
+
+
+class _Mapper:
+    """Maps one tensor's dimensions from the old configuration to the new one."""
+
+    def __init__(self, old: Dims, new: Dims) -> None:
+        self.old, self.new = old.quantities(), new.quantities()
+        self.ambiguous = 0
+
+    def value(self, x: int, role: str, inside: bool) -> int:
+        orders = {
+            "token": (_TOKEN_ORDER, _FEATURE_IN if inside else _FEATURE_OUT),
+            "feature": (_FEATURE_IN if inside else _FEATURE_OUT, _TOKEN_ORDER),
+        }[role]
+        for order in orders:
+            hits = [k for k in order if self.old.get(k) == x]
+            if hits:
+                if len({self.new.get(k, x) for k in hits}) > 1:
+                    self.ambiguous += 1
+                return self.new.get(hits[0], x)
+        return x
+
+    def shape(self, shape: list[int], weight: bool, inside: bool) -> list[int]:
+        if not shape:
+            return shape
+        o = self.old
+        if not weight and len(shape) >= 3:
+            if shape[0] == o["b"] and shape[1] == o["s"]:
+                lead = [self.new["b"], self.new["s"]]
+                return lead + [self.value(x, "feature", inside) for x in shape[2:]]
+            if len(shape) == 4 and shape[0] == o["b"] and shape[2] == o["s"]:
+                n = self.new
+                return [n["b"], n["heads"], n["s"], self.value(shape[3], "feature", inside)]
+        if weight:
+            return [self.value(x, "feature", inside) for x in shape]
+        return [self.value(x, "token", inside) for x in shape[:-1]] + [
+            self.value(shape[-1], "feature", inside)
+        ]
+
+
+def map_dims(name: str, dims: list, mapper: _Mapper, inside: bool) -> list:
+    """``dims`` ("Input Dims" of op ``name``) in the new configuration."""
+    gemm = bool(_GEMM.search(name))
+    out: list = []
+    first_tensor = True
+    for i, shape in enumerate(dims):
+        if shape and isinstance(shape[0], list):  # a tensor list (foreach ops): weights
+            out.append([mapper.shape(s, True, inside) for s in shape])
+            continue
+        if not isinstance(shape, list) or not shape:
+            out.append(shape)
+            continue
+        weight = gemm and not first_tensor and len(shape) == 2
+        if name == "aten::addmm" and i == 0:
+            weight = True  # the bias
+        if gemm and name == "aten::addmm" and i == 1:
+            weight = False
+        out.append(mapper.shape(shape, weight or len(shape) == 1, inside))
+        if not (name == "aten::addmm" and i == 0):
+            first_tensor = False
+    return out
+
+
+def work_of(name: str, dims: list) -> float:
+    """Work of one op (see the module docstring); 0 for ops that touch no data."""
+    tensors = [d for d in dims if isinstance(d, list) and d and not isinstance(d[0], list)]
+    if _NO_DATA.search(name):
+        return 0.0
+    if _GEMM.search(name):
+        mats = [t for t in tensors if len(t) >= 2]
+        if len(mats) >= 2:
+            a, b = mats[-2], mats[-1]
+            batch = _prod(a[:-2])
+            return 2.0 * batch * a[-2] * a[-1] * b[-1]
+    if _ATTN.search(name) and tensors and len(tensors[0]) == 4:
+        q = tensors[0]
+        k = tensors[1] if len(tensors) > 1 and len(tensors[1]) == 4 else q
+        return 4.0 * q[0] * q[1] * q[2] * k[2] * q[3]
+    total = 0
+    for d in dims:
+        if isinstance(d, list) and d and isinstance(d[0], list):
+            total += sum(_prod(s) for s in d if isinstance(s, list))
+        elif isinstance(d, list) and d:
+            total += _prod(d)
+    return float(total)
+
+
+@dataclass
+class ShapeModel:
+    """Fitted ``dur = a + c * work`` per op name (see the module docstring)."""
+
+    fits: dict[str, tuple[float, float]] = field(default_factory=dict)
+    floor_ns: float = 0.0
+
+    def scaled(self, name: str, base_ns: float, work_old: float, work_new: float) -> float:
+        """A task that took ``base_ns`` for ``work_old``: its time for ``work_new``."""
+        fit = self.fits.get(name)
+        if fit is not None:
+            a, c = fit
+            old = a + c * work_old
+            return base_ns * (a + c * work_new) / old if old > 0 else base_ns
+        a = min(self.floor_ns, base_ns)
+        return a + (base_ns - a) * work_new / work_old
+
+
+def decoded_dims(g: ExecGraph) -> list[list | None]:
+    """Every distinct "Input Dims" of ``g``, decoded (None where not a list)."""
+    out: list[list | None] = []
+    for text in g.dims:
+        try:
+            v = json.loads(text)
+        except ValueError:
+            v = None
+        out.append(v if isinstance(v, list) else None)
+    return out
+
+
+def fit_shape_model(graphs: list[ExecGraph]) -> ShapeModel:
+    """Fit the per-name cost lines on every task with shapes in ``graphs``."""
+    by_name: dict[str, list[tuple[float, float]]] = {}
+    views: list[float] = []
+    for g in graphs:
+        if g.task_dims_idx is None:
+            continue
+        dec = decoded_dims(g)
+        idx = g.task_dims_idx
+        for t in np.flatnonzero(idx >= 0).tolist():
+            d = dec[idx[t]]
+            if d is None:
+                continue
+            name = g.task_name(t)
+            w = work_of(name, d)
+            if w <= 0:
+                if _NO_DATA.search(name):
+                    views.append(float(g.tasks.dur_ns[t]))
+                continue
+            by_name.setdefault(name, []).append((w, float(g.tasks.dur_ns[t])))
+    model = ShapeModel(floor_ns=float(np.median(views)) if views else 0.0)
+    for name, pts in by_name.items():
+        arr = np.asarray(pts)
+        x, y = arr[:, 0], arr[:, 1]
+        if len(np.unique(x)) >= 2 and x.max() >= 1.5 * x.min():
+            a, c = _line(x, y)
+            if c > 0:
+                model.fits[name] = (a, c)
+    return model
+
+
+def _line(x: NDArray[np.float64], y: NDArray[np.float64]) -> tuple[float, float]:
+    """Least-squares ``y = a + c x`` with ``a, c >= 0`` (medians per distinct x first)."""
+    xs = np.unique(x)
+    ym = np.array([np.median(y[x == v]) for v in xs])
+    if len(xs) < 2:
+        return 0.0, float(ym[0] / xs[0]) if xs[0] > 0 else 0.0
+    c, a = np.polyfit(xs, ym, 1, w=1.0 / np.maximum(ym, 1.0))
+    if a < 0:
+        c, a = float(np.sum(xs * ym) / np.sum(xs * xs)), 0.0
+    return float(max(a, 0.0)), float(max(c, 0.0))
+
+
+def retime(
+    g: ExecGraph,
+    old: Dims,
+    new: Dims,
+    model: ShapeModel,
+    inside_layer: NDArray[np.bool_],
+    counts: Mapping[str, int] | None = None,
+) -> tuple[NDArray[np.int64], dict[str, int]]:
+    """New durations of ``g``'s tasks for configuration ``new``, and counts of what happened
+    (``retimed``, ``kept_no_shapes``, ``kept_no_data``, ``ambiguous_dims``)."""
+    dur = g.tasks.dur_ns.astype(np.int64).copy()
+    stats = {"retimed": 0, "kept_no_shapes": 0, "kept_no_data": 0, "ambiguous_dims": 0}
+    if g.task_dims_idx is None:
+        stats["kept_no_shapes"] = g.num_tasks
+        return dur, stats
+    dec = decoded_dims(g)
+    mapper = _Mapper(old, new)
+    idx = g.task_dims_idx
+    cache: dict[tuple[int, int, bool], float] = {}
+    for t in range(g.num_tasks):
+        di = int(idx[t])
+        if di < 0 or dec[di] is None:
+            stats["kept_no_shapes"] += 1
+            continue
+        name = g.task_name(t)
+        key = (int(g.tasks.name_idx[t]), di, bool(inside_layer[t]))
+        ratio = cache.get(key)
+        if ratio is None:
+            d = dec[di]
+            assert d is not None
+            w_old = work_of(name, d)
+            if w_old <= 0:
+                ratio = -1.0
+            else:
+                w_new = work_of(name, map_dims(name, d, mapper, bool(inside_layer[t])))
+                ratio = (w_old, w_new)  # type: ignore[assignment]
+            cache[key] = ratio  # type: ignore[assignment]
+        if ratio == -1.0:
+            stats["kept_no_data"] += 1
+            continue
+        w_old, w_new = ratio  # type: ignore[misc]
+        dur[t] = round(model.scaled(name, float(dur[t]), w_old, w_new))
+        stats["retimed"] += 1
+    stats["ambiguous_dims"] = mapper.ambiguous
+    return dur, stats

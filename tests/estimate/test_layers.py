@@ -1,0 +1,123 @@
+"""Layer detection (repeated blocks) and copying/dropping blocks, with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lumos.estimate.blocks import resize_groups
+from lumos.estimate.layers import Group, find_layers, find_repeat
+from lumos.examples_data import example_run_dir
+from lumos.graph.model import DepKind, TaskKind, Workload
+from lumos.graph.synthetic import GraphBuilder
+from lumos.replay import build_workload
+from lumos.sim import simulate
+from lumos.sim.cost import TracedCost
+
+
+@pytest.fixture(scope="module")
+def example():
+    workload, _ = build_workload([str(example_run_dir())])
+    return workload
+
+
+def test_find_repeat_known_answers():
+    assert find_repeat(np.array([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 8])) == (1, 3, 3)
+    assert find_repeat(np.array([1, 2, 3, 4, 5, 6, 7]))[2] == 0
+    # periods below MIN_PERIOD (3) are not layers
+    assert find_repeat(np.array([1, 2, 1, 2, 1, 2]))[2] == 0
+    # one op in 30 differing (in-place accumulation) does not split the repeat
+    block = list(range(30))
+    other = [*block[:15], 99, *block[16:]]
+    assert find_repeat(np.array([7, *block, *other, 8])) == (1, 30, 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(0, 50), min_size=4, max_size=12),
+    st.integers(2, 6),
+    st.lists(st.integers(100, 120), max_size=5),
+)
+def test_find_repeat_finds_planted_blocks(block, count, noise):
+    """A block of distinct-enough ops repeated ``count`` times is found with its full cover."""
+    block = [*block, 1000, 1001, 1002]  # a tail that appears nowhere else
+    seq = np.array([*noise, *(block * count), 2000])
+    _, period, found = find_repeat(seq)
+    assert period * found >= len(block) * count
+
+
+def test_the_bundled_example_has_two_layers_forward_backward_and_optimizer(example):
+    """The bundled run (2 layers, DDP, gloo): per step, the forward of a layer is 62 ops, its
+    backward 132 (on the same thread), AdamW's per-parameter updates of a layer 180."""
+    for g in example.graphs:
+        lm = find_layers(g)
+        assert lm.num_layers == 2 and lm.num_microbatches == 1
+        by_phase = {(x.step, x.phase): (x.count, x.period) for x in lm.layer_groups()}
+        assert by_phase == {(s, p): v for s in range(3) for p, v in
+                            (("forward", (2, 62)), ("backward", (2, 132)),
+                             ("optimizer", (2, 180)))}  # fmt: skip
+
+
+def _replay_ns(workload: Workload) -> list[int]:
+    result = simulate(workload, TracedCost())
+    return [int(result.ends(gi).max()) for gi in range(len(workload.graphs))]
+
+
+def test_resizing_to_the_same_counts_changes_nothing(example):
+    edited = []
+    for g in example.graphs:
+        groups = find_layers(g).layer_groups()
+        g2, stats = resize_groups(g, groups, [x.count for x in groups])
+        assert (stats.tasks_added, stats.tasks_removed) == (0, 0)
+        edited.append(g2.validate())
+    assert _replay_ns(example.replace_graphs(edited)) == _replay_ns(example)
+
+
+def serial_layers(n_layers: int, gpu: bool):
+    """A thread: 100 ns of set-up, ``n_layers`` layers of ops a (10), b (20), c (30) with 1 ns of
+    overhead before each, then 50 ns; with ``gpu``, b launches a 40 ns kernel instead of running
+    20 ns itself (the thread goes on, the kernels queue on one stream)."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    stream = b.stream(7) if gpu else -1
+    first = b.task(th, "setup", 100)
+    blocks = []
+    for _ in range(n_layers):
+        a = b.task(th, "a", 10, gap_ns=1)
+        if gpu:
+            mid = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, gap_ns=1)
+            k = b.task(stream, "gemm", 40)
+            b.edge(mid, k, DepKind.LAUNCH)
+        else:
+            mid = b.task(th, "b", 20, gap_ns=1)
+        c = b.task(th, "c", 30, gap_ns=1)
+        blocks.append(np.array([a, mid, c], dtype=np.int64))
+    last = b.task(th, "teardown", 50, gap_ns=1)
+    b.annotate("ProfilerStep#1", th, first, last)
+    g = b.build().validate()
+    return g, Group(th, tuple(blocks), "layer", "forward", 0)
+
+
+@pytest.mark.parametrize("n_layers, new", [(3, 6), (4, 2), (3, 1), (2, 5)])
+def test_resizing_serial_layers_changes_the_step_by_whole_layers(n_layers, new):
+    """Layers that run one after another: each one added or dropped adds or removes exactly
+    one layer's time (63 ns: three ops and three 1 ns overheads)."""
+    g, group = serial_layers(n_layers, gpu=False)
+    g2, _ = resize_groups(g, [group], [new])
+    g2.validate()
+    assert g2.num_tasks == g.num_tasks + 3 * (new - n_layers)
+    before, after = _replay_ns(Workload.of(g))[0], _replay_ns(Workload.of(g2))[0]
+    assert after - before == 63 * (new - n_layers)
+
+
+def test_doubling_layers_copies_the_kernels_they_launch():
+    """With kernels, each layer's launch and kernel are copied; the launch edges follow."""
+    g, group = serial_layers(3, gpu=True)
+    g2, _ = resize_groups(g, [group], [6])
+    g2.validate()
+    kernels = np.flatnonzero(g2.tasks.kind == int(TaskKind.KERNEL))
+    assert len(kernels) == 6
+    launch = g2.edges.kind == int(DepKind.LAUNCH)
+    assert sorted(g2.edges.dst[launch].tolist()) == sorted(kernels.tolist())
