@@ -15,8 +15,8 @@ old edge                            new edges
 ==================================  ==========================================================
 inside one block                    inside every copy of it
 block b -> block b+o (one group)    copy j -> copy j+o (same positions)
-outside -> first / last block       outside -> first / last new block
-outside <-> a middle block          outside <-> the first copy of that block (a wait inside a
+outside <-> a block                 outside <-> the first copy of that block, which keeps its
+                                    place among the outside ops around it (a wait inside a
                                     layer stays one wait: the copies do not repeat it)
 group A block -> group B block      by layer index when both have the same count
 program order on a processor        regenerated, each task keeping the overhead before it
@@ -87,7 +87,13 @@ def block_contents(g: ExecGraph, groups: Sequence[Group]) -> list[list[NDArray[n
 
 
 def _src_blocks(count: int, new_count: int) -> list[int]:
-    return [j * count // new_count for j in range(new_count)]
+    """Old block of each new block: growing repeats each block in turn (0 0 1 1 ...),
+    shrinking keeps the first and the last and spreads the rest (8 -> 4: 0 2 5 7)."""
+    if new_count >= count:
+        return [j * count // new_count for j in range(new_count)]
+    if new_count == 1:
+        return [0]
+    return [round(j * (count - 1) / (new_count - 1)) for j in range(new_count)]
 
 
 def resize_groups(
@@ -171,15 +177,8 @@ def resize_groups(
         return -1
 
     def ends(old: int) -> list[tuple[int, int]]:
-        """New instances of ``old`` seen from outside its group (first/last block rule)."""
-        gi, b, q = int(grp[old]), int(blk[old]), int(pos[old])
-        if gi < 0:
-            return instances.get(old, [])
-        k, k2 = len(contents[gi]), len(srcs[gi])
-        if b == 0:
-            return [(at(gi, 0, q), 0)]
-        if b == k - 1:
-            return [(at(gi, k2 - 1, q), k2 - 1)]
+        """The instance of ``old`` an edge from or to outside its group uses: the first copy,
+        which keeps its place among the outside ops around it."""
         return instances.get(old, [])[:1]
 
     e = g.edges
@@ -340,7 +339,7 @@ def _annotations(
     inside &= blk[np.maximum(f, 0)] == blk[np.maximum(la, 0)]
     nf = np.where(covers, first_new[np.maximum(f, 0)], -1)
     nl = np.where(covers, last_new[np.maximum(la, 0)], -1)
-    gone = covers & ((nf < 0) | (nl < 0))
+    gone = covers & ((nf < 0) | (nl < 0) | (nf > nl))
     keep = ~(inside | gone)
     out = a.take(np.flatnonzero(keep)).replace(
         first_task_idx=nf[keep].astype(np.int32), last_task_idx=nl[keep].astype(np.int32)

@@ -51,8 +51,8 @@ MIN_SHARE = 0.05
 MISMATCH_SHARE = 0.04
 COMM_PATTERN = re.compile(r"^(c10d::|record_param_comms|nccl:|gloo:)|ProcessGroup")
 _P2P = re.compile(r"(^|[:_])(send|recv|isend|irecv)\b|SendRecv")
-_BACKWARD = re.compile(r"Backward|_backward|^autograd::engine")
-_OPTIMIZER = re.compile(r"^Optimizer\.|optimizer|^aten::_foreach_")
+BACKWARD_PATTERN = re.compile(r"Backward|_backward|^autograd::engine")
+OPTIMIZER_PATTERN = re.compile(r"^Optimizer\.|optimizer|^aten::_foreach_")
 
 
 def is_comm_issuer(name: str) -> bool:
@@ -204,8 +204,8 @@ def find_layers(g: ExecGraph) -> LayerMap:
     real = ~np.isin(t.event_idx, [-2, -4]) & np.isin(
         t.kind, [int(TaskKind.CPU_OP), int(TaskKind.CPU_COMM)]
     )
-    back_name = marked(g, _BACKWARD, indptr, perm)
-    opt_name = marked(g, _OPTIMIZER, indptr, perm)
+    back_name = marked(g, BACKWARD_PATTERN, indptr, perm)
+    opt_name = marked(g, OPTIMIZER_PATTERN, indptr, perm)
     groups: list[Group] = []
     for p in np.flatnonzero(g.processors.kind == int(ProcessorKind.THREAD)).tolist():
         order = perm[indptr[p] : indptr[p + 1]]

@@ -30,9 +30,17 @@ import numpy as np
 from lumos.errors import ConfigError
 from lumos.estimate.baseline import Baseline
 from lumos.estimate.blocks import resize_groups
-from lumos.estimate.layers import find_layers
-from lumos.estimate.shapes import Dims, _Mapper, decoded_dims, fit_shape_model, map_dims, retime
-from lumos.graph.kinds import CommType
+from lumos.estimate.layers import BACKWARD_PATTERN, OPTIMIZER_PATTERN, find_layers, marked
+from lumos.estimate.shapes import (
+    Dims,
+    _Mapper,
+    decoded_dims,
+    fit_shape_model,
+    map_dims,
+    retime,
+    retime_spans,
+)
+from lumos.graph.kinds import AnnotationKind, CommType
 from lumos.graph.model import ExecGraph, Workload
 
 __all__ = ["MODEL_KEYS", "Edit", "reshape_workload"]
@@ -105,11 +113,13 @@ def reshape_workload(
         model = fit_shape_model(list(workload.graphs))
         retimed, stats_all = [], {"retimed": 0, "kept_no_shapes": 0, "ambiguous_dims": 0}
         for g, lm in zip(graphs, maps, strict=True):
-            inside = lm.task_layer(g.num_tasks) >= 0
-            dur, stats = retime(g, old_dims, new_dims, model, inside)
+            layer = lm.task_layer(g.num_tasks)
+            dur, stats = retime(g, old_dims, new_dims, model, layer >= 0)
+            delay, n_delays = retime_spans(g, old_dims, new_dims, model, layer)
             for k in stats_all:
                 stats_all[k] += stats.get(k, 0)
-            retimed.append(g.with_durations(dur))
+            stats_all["retimed"] += n_delays
+            retimed.append(g.with_durations(dur).replace(edges=g.edges.replace(delay_ns=delay)))
         graphs = retimed
         edits.append(Edit(
             name=", ".join(f"{k} {base.values.get(k)} -> {v}" for k, v in shape_changes.items()),
@@ -153,47 +163,65 @@ def _resize(graphs, maps, level, new_count):
                      model="copies of the traced blocks")  # fmt: skip
 
 
-def _layer_params(g: ExecGraph, lm, mapper: _Mapper | None) -> float:
-    """Parameters of one layer: weights of its forward matrix products and norms."""
+_PARAM_OPS = ("aten::addmm", "aten::mm", "aten::embedding", "aten::layer_norm", "aten::rms_norm")
+
+
+def _op_params(name: str, d: list) -> float:
+    """Parameters an op reads: a matrix product's weight (its last 2-D input) and bias, an
+    embedding's table, a norm's 1-D weights."""
+    shapes = [x for x in d if isinstance(x, list) and x and all(isinstance(v, int) for v in x)]
+    if name in ("aten::addmm", "aten::mm"):
+        mats = [x for x in shapes if len(x) == 2]
+        bias = shapes[0] if name == "aten::addmm" and shapes and len(shapes[0]) == 1 else []
+        return float(np.prod(mats[-1])) + (float(np.prod(bias)) if bias else 0.0) if mats else 0.0
+    if name == "aten::embedding":
+        return float(np.prod(shapes[0])) if shapes and len(shapes[0]) == 2 else 0.0
+    return sum(float(np.prod(x)) for x in shapes if len(x) == 1)
+
+
+def _forward_params(g: ExecGraph, lm, mapper: _Mapper | None) -> tuple[float, float]:
+    """``(outside, inside)``: parameters read by the first step's forward ops, outside the
+    layers and inside them (all layers of this rank)."""
+    if g.task_dims_idx is None:
+        return 0.0, 0.0
     dec = decoded_dims(g)
-    fwd = [x for x in lm.layer_groups() if x.phase == "forward"]
-    if not fwd or g.task_dims_idx is None:
-        return 0.0
-    total = 0.0
-    for t in fwd[0].blocks[0].tolist():
-        di = int(g.task_dims_idx[t])
-        d = dec[di] if di >= 0 else None
+    layer = lm.task_layer(g.num_tasks)
+    indptr, perm = g.processor_order()
+    back = marked(g, BACKWARD_PATTERN, indptr, perm) | marked(g, OPTIMIZER_PATTERN, indptr, perm)
+    a, t = g.annotations, g.tasks
+    steps = np.flatnonzero(a.kind == int(AnnotationKind.STEP))
+    lo, hi = (int(a.ts_ns[steps[0]]), int(a.ts_ns[steps[0]] + a.dur_ns[steps[0]])) if len(
+        steps
+    ) else (-(2**62), 2**62)
+    ops = [(g.names[a.name_idx[i]], int(a.dims_idx[i]), int(a.first_task_idx[i]))
+           for i in np.flatnonzero((a.dims_idx >= 0) & (a.first_task_idx >= 0))]  # fmt: skip
+    ops += [(g.task_name(i), int(g.task_dims_idx[i]), i)
+            for i in np.flatnonzero(g.task_dims_idx >= 0).tolist()]  # fmt: skip
+    out = [0.0, 0.0]
+    for name, di, first in ops:
+        if name not in _PARAM_OPS or back[first] or not lo <= t.ts_ns[first] < hi:
+            continue
+        d = dec[di]
         if not d:
             continue
-        name = g.task_name(t)
+        inside = bool(layer[first] >= 0)
         if mapper is not None:
-            d = map_dims(name, d, mapper, True)
-        if name in ("aten::addmm", "aten::mm") and len(d) >= 2:
-            w = d[-1]
-            total += float(np.prod(w)) + (float(np.prod(d[0])) if name == "aten::addmm" else 0)
-        elif "norm" in name:
-            total += sum(float(np.prod(s)) for s in d if isinstance(s, list) and len(s) == 1)
-    return total
+            d = map_dims(name, d, mapper, inside)
+        out[int(inside)] += _op_params(name, d)
+    return out[0], out[1]
 
 
-def _param_ratio(
-    workload: Workload, base: Baseline, layers_ratio: float, new: Dims | None
-) -> float:
-    """New over old parameter count, from one layer's weights and the gradient bytes."""
+def _param_ratio(workload: Workload, base: Baseline, layers_ratio: float, new: Dims | None) -> float:
+    """New over old parameter count of rank 0's model part (its forward's weights)."""
     g = workload.graphs[0]
     lm = base.layer_maps[0] if base.layer_maps else find_layers(g)
-    per_old = _layer_params(g, lm, None)
-    per_new = per_old if new is None else _layer_params(g, lm, _Mapper(base.dims(), new))
-    n_layers = max(lm.num_layers, 1)
-    grad = np.isin(g.comms.kind, _GRAD)
-    steps = max(len({s for x in lm.groups for s in [x.step]}), 1)
-    total_old = float(g.comms.size_bytes[grad].clip(0).sum()) / 4.0 / steps
-    if per_old <= 0 or total_old <= 0:
+    out_old, in_old = _forward_params(g, lm, None)
+    if out_old + in_old <= 0:
         return layers_ratio
-    outside_old = max(total_old - n_layers * per_old, 0.0)
-    h_ratio = 1.0 if new is None else new.hidden / base.dims().hidden
-    new_total = outside_old * h_ratio + n_layers * layers_ratio * per_new
-    return new_total / max(outside_old + n_layers * per_old, 1.0)
+    out_new, in_new = (out_old, in_old) if new is None else _forward_params(
+        g, lm, _Mapper(base.dims(), new)
+    )
+    return (out_new + layers_ratio * in_new) / (out_old + in_old)
 
 
 def _resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
@@ -216,9 +244,11 @@ def _resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float)
             old_cost = a + slope * size[cs]
             new_cost = a + slope * new_size[cs]
             ok = (old_cost > 0) & (size[cs] > 0)
-            scaled = np.where(ok, transfer * new_cost / np.where(ok, old_cost, 1), transfer)
+            # a collective of unknown size moves bytes in proportion to what it carries
+            scaled = np.where(ok, transfer * new_cost / np.where(ok, old_cost, 1),
+                              transfer * factor[cs])  # fmt: skip
             dur[sel] = c.wait_ns[cs] + np.rint(scaled).astype(np.int64)
-            n += int(ok.sum())
+            n += int((ok | (factor[cs] != 1.0)).sum())
         out.append(g.replace(comms=c.replace(size_bytes=new_size)).with_durations(dur))
     return out, Edit(name="communication re-sized", tasks_retimed=n,
                      model="transfer = a + c x bytes fitted per collective kind on the trace",

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos.graph.model import ExecGraph
+from lumos.graph.model import AnnotationKind, DepKind, ExecGraph
 
 __all__ = ["Dims", "ShapeModel", "fit_shape_model", "map_dims", "work_of"]
 
@@ -191,13 +191,20 @@ def decoded_dims(g: ExecGraph) -> list[list | None]:
 
 
 def fit_shape_model(graphs: list[ExecGraph]) -> ShapeModel:
-    """Fit the per-name cost lines on every task with shapes in ``graphs``."""
+    """Fit the per-name cost lines on every task and parent op with shapes in ``graphs``."""
     by_name: dict[str, list[tuple[float, float]]] = {}
     views: list[float] = []
     for g in graphs:
         if g.task_dims_idx is None:
             continue
         dec = decoded_dims(g)
+        a = g.annotations
+        for i in np.flatnonzero(a.dims_idx >= 0).tolist():
+            d = dec[a.dims_idx[i]]
+            name = g.names[a.name_idx[i]]
+            w = work_of(name, d) if d is not None else 0.0
+            if w > 0:
+                by_name.setdefault(name, []).append((w, float(a.dur_ns[i])))
         idx = g.task_dims_idx
         for t in np.flatnonzero(idx >= 0).tolist():
             d = dec[idx[t]]
@@ -278,3 +285,44 @@ def retime(
         stats["retimed"] += 1
     stats["ambiguous_dims"] = mapper.ambiguous
     return dur, stats
+
+
+def retime_spans(
+    g: ExecGraph, old: Dims, new: Dims, model: ShapeModel, task_layer: NDArray[np.int32]
+) -> tuple[NDArray[np.int64], int]:
+    """New intra-thread delays of ``g``: the untraced time of a parent op (an ``aten::addmm``
+    whose children are only ``expand`` and ``copy_``: the product itself runs between them)
+    scaled like the op. Each delay belongs to the innermost op with shapes around it (by the
+    middle of its recorded gap). Returns the delays (one per edge) and how many changed."""
+    e, t, a = g.edges, g.tasks, g.annotations
+    delay = e.delay_ns.copy()
+    intra = np.flatnonzero(e.kind == int(DepKind.INTRA_THREAD))
+    if not len(intra) or g.task_dims_idx is None:
+        return delay, 0
+    dec = decoded_dims(g)
+    mid = (t.ts_ns[e.src[intra]] + t.dur_ns[e.src[intra]] + t.ts_ns[e.dst[intra]]) // 2
+    proc = t.processor_idx[e.src[intra]]
+    owner_ratio = np.ones(len(intra))
+    depth = np.full(len(intra), np.iinfo(np.int64).max)
+    mapper = _Mapper(old, new)
+    spans = np.flatnonzero((a.kind == int(AnnotationKind.USER)) & (a.dims_idx >= 0))
+    for i in spans[np.argsort(-a.dur_ns[spans], kind="stable")].tolist():
+        d = dec[a.dims_idx[i]]
+        name = g.names[a.name_idx[i]]
+        if d is None or a.dur_ns[i] <= 0:
+            continue
+        w_old = work_of(name, d)
+        if w_old <= 0:
+            continue
+        first = int(a.first_task_idx[i])
+        inside = first >= 0 and task_layer[first] >= 0
+        w_new = work_of(name, map_dims(name, d, mapper, inside))
+        base = float(a.dur_ns[i])
+        ratio = model.scaled(name, base, w_old, w_new) / base
+        hit = (proc == a.processor_idx[i]) & (mid >= a.ts_ns[i]) & (mid < a.ts_ns[i] + a.dur_ns[i])
+        hit &= depth >= a.dur_ns[i]
+        owner_ratio[hit] = ratio
+        depth[hit] = a.dur_ns[i]
+    changed = owner_ratio != 1.0
+    delay[intra[changed]] = np.rint(delay[intra[changed]] * owner_ratio[changed]).astype(np.int64)
+    return delay, int(changed.sum())

@@ -36,7 +36,7 @@ from lumos.graph.build_blocking import (
     shorten_blocking,
     shorten_syncs,
 )
-from lumos.graph.build_comms import build_comms
+from lumos.graph.build_comms import build_comms, handoffs
 from lumos.graph.build_deps import (
     calibrate_gpu,
     gpu_clock_offset_ns,
@@ -136,6 +136,15 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     settled = np.zeros(len(layout), dtype=bool)
     settled[blocked.next_task] = True
     intra_src, intra_dst, intra_delay = processor_chain(layout, arrive, end)
+    # a gloo worker runs a collective when handed it: released by the issuing call, with the
+    # reaction (or, when the work queued behind the previous one, the worker's own gap)
+    h_call, h_comm = handoffs(trace, layout)
+    h_comm_ok = ~settled[h_comm]
+    h_call, h_comm = h_call[h_comm_ok], h_comm[h_comm_ok]
+    settled[h_comm] = True
+    h_gap = np.maximum(arrive[h_comm] - end[np.maximum(h_comm - 1, 0)], 0)
+    h_delay = np.minimum(arrive[h_comm] - end[h_call], h_gap)
+    add(h_call, h_comm, DepKind.INTER_THREAD, np.maximum(h_delay, -dur[h_call]))
     thread_edge = ~stream_of_task[intra_dst]
     gaps = attribute_gaps(layout, arrive, end, stream_of_task, launches.launcher, task_names,
                           diag, settled, recorded_end)  # fmt: skip
@@ -148,6 +157,7 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     t_delay = intra_delay.copy()
     t_delay[edge_into[gaps.dst]] = gaps.intra_delay_ns
     t_delay[edge_into[blocked.next_task]] = blocked.gap_ns
+    t_delay[edge_into[h_comm]] = np.clip(h_delay, 0, h_gap)
     add(intra_src[thread_edge], intra_dst[thread_edge], DepKind.INTRA_THREAD, t_delay[thread_edge])
 
     # ---- GPU streams: launch, intra-stream and inter-stream, calibrated on the binding one
@@ -187,6 +197,9 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     )
     rank = trace.meta.rank if trace.meta.rank >= 0 else 0
     world = max(trace.meta.world_size, rank + 1, 1)
+    spans = Annotations.concat(
+        [step_annotations(trace, layout, ts, end, names), cpu_spans(trace, layout, ts, end)]
+    )
     for code, n in trace.diagnostics.items():
         diag.warn(f"ingest:{code}", count=n)
     return ExecGraph(
@@ -195,16 +208,13 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
         tasks=tasks,
         edges=edges,
         waits=waits,
-        annotations=Annotations.concat(
-            [step_annotations(trace, layout, ts, end, names), cpu_spans(trace, layout, ts, end)]
-        ),
         comms=comms,
         process_groups=groups,
         rank=rank,
         world_size=world,
         diagnostics=diag,
         calibration={"gpu_clock_offset_ns": offset_ns, "launch_latency_ns": launch_latency},
-        **_task_dims(trace, tasks.event_idx),
+        **_task_dims(trace, tasks.event_idx, spans),
     )
 
 
@@ -269,16 +279,24 @@ def _processors(trace: KinetoTrace, layout: TaskLayout) -> Processors:
 
 
 
-def _task_dims(trace: KinetoTrace, event_idx: np.ndarray) -> dict[str, Any]:
-    """``dims`` / ``task_dims_idx`` for the graph: each task's recorded "Input Dims" (or -1)."""
+def _task_dims(trace: KinetoTrace, event_idx: np.ndarray, spans: Annotations) -> dict[str, Any]:
+    """``dims``, ``task_dims_idx`` and the spans' ``dims_idx``: each task's and each parent op's
+    recorded "Input Dims" (or -1), renumbered into the distinct values this graph uses."""
     ev = trace.events.dims_idx
     if ev is None or not trace.dims:
-        return {}
+        return {"annotations": spans}
     idx = np.full(len(event_idx), -1, dtype=np.int32)
     has = event_idx >= 0
     idx[has] = ev[event_idx[has]]
-    used = np.unique(idx[idx >= 0])
+    span_idx = spans.dims_idx.astype(np.int32)
+    both = np.concatenate([idx, span_idx])
+    used = np.unique(both[both >= 0])
     remap = np.full(len(trace.dims), -1, dtype=np.int32)
     remap[used] = np.arange(len(used), dtype=np.int32)
     idx[idx >= 0] = remap[idx[idx >= 0]]
-    return {"dims": tuple(trace.dims[i] for i in used.tolist()), "task_dims_idx": idx}
+    span_idx[span_idx >= 0] = remap[span_idx[span_idx >= 0]]
+    return {
+        "dims": tuple(trace.dims[i] for i in used.tolist()),
+        "task_dims_idx": idx,
+        "annotations": spans.replace(dims_idx=span_idx),
+    }

@@ -19,7 +19,7 @@ from lumos.graph.model import COMM_TASK_KINDS, Comms, CommType, ProcessGroup, Ta
 from lumos.ingest.comm_names import kernel_collective
 from lumos.ingest.kineto import KinetoTrace
 
-__all__ = ["COMM_TYPE_OF", "build_comms"]
+__all__ = ["COMM_TYPE_OF", "build_comms", "handoffs"]
 
 COMM_TYPE_OF: dict[str, CommType] = {
     "all_reduce": CommType.ALL_REDUCE,
@@ -132,3 +132,40 @@ def waiting_ns(
     np.minimum.at(shortest, group, dur_ns[known])
     wait[known] = dur_ns[known] - shortest[group]
     return wait
+
+
+def handoffs(
+    trace: KinetoTrace, layout: TaskLayout
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(call_task, comm_task)``: each gloo worker span (CPU_COMM task) and the task of the
+    thread that issued it: the collective call itself when it is a task, else the last task that
+    starts inside the call. A worker runs a collective when it was handed one, so this, not the
+    recorded gap before it, is what releases the worker."""
+    ev = trace.events
+    coll = trace.collectives
+    if not len(coll):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    task_of_event = {int(e): t for t, e in enumerate(layout.event_idx.tolist()) if e >= 0}
+    gp_of = np.full(len(trace.processors), -1, dtype=np.int64)
+    gp_of[layout.processors] = np.arange(len(layout.processors))
+    calls: list[int] = []
+    comms: list[int] = []
+    for anchor, work in zip(coll.event_idx.tolist(), coll.work_event_idx.tolist(), strict=True):
+        t = task_of_event.get(int(work), -1) if work >= 0 else -1
+        if t < 0 or layout.kind[t] != int(TaskKind.CPU_COMM):
+            continue
+        c = task_of_event.get(int(anchor), -1)
+        if c < 0:
+            p = int(gp_of[ev.processor_idx[anchor]])
+            if p < 0:
+                continue
+            lo, hi = int(layout.proc_ptr[p]) + 1, int(layout.proc_ptr[p + 1])
+            a0, a1 = int(ev.ts_ns[anchor]), int(ev.ts_ns[anchor] + ev.dur_ns[anchor])
+            k = lo + int(np.searchsorted(layout.ts_ns[lo:hi], a1, side="right")) - 1
+            if k < lo or layout.ts_ns[k] < a0:
+                continue
+            c = k
+        if layout.processor_idx[c] != layout.processor_idx[t]:
+            calls.append(c)
+            comms.append(t)
+    return np.asarray(calls, dtype=np.int64), np.asarray(comms, dtype=np.int64)

@@ -123,4 +123,6 @@ def cpu_spans(
         dur_ns=s1 - s0,
         lead_ns=np.where(has, np.maximum(ts[np.maximum(first, 0)] - s0, 0), 0),
         tail_ns=np.where(has, np.maximum(s1 - end[np.maximum(last, 0)], 0), 0),
+        # rows of trace.dims here; the graph builder renumbers them into ExecGraph.dims
+        dims_idx=ev.dims_idx[cand] if ev.dims_idx is not None else -1,
     )

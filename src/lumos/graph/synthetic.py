@@ -218,7 +218,7 @@ class GraphBuilder:
             tasks=Tasks.create(**cols(self._tasks, Tasks._COLUMNS)),
             edges=Edges(**cols(self._edges, Edges._COLUMNS)),
             waits=Waits(**cols(self._waits, Waits._COLUMNS)),
-            annotations=Annotations(**cols(self._ann, Annotations._COLUMNS)),
+            annotations=Annotations.create(**cols(self._ann, Annotations._COLUMNS)),
             comms=Comms(**cols(self._comms, Comms._COLUMNS)),
             process_groups=tuple(self._pgs),
             rank=self.rank,

@@ -305,6 +305,7 @@ class Annotations(_Table):
     dur_ns: NDArray[np.int64]
     lead_ns: NDArray[np.int64]
     tail_ns: NDArray[np.int64]
+    dims_idx: NDArray[np.int32]  # the op's "Input Dims" in ExecGraph.dims, -1 if none
 
     _COLUMNS: ClassVar[dict[str, type]] = {
         "name_idx": np.int32,
@@ -316,8 +317,9 @@ class Annotations(_Table):
         "dur_ns": np.int64,
         "lead_ns": np.int64,
         "tail_ns": np.int64,
+        "dims_idx": np.int32,
     }
-    _DEFAULTS: ClassVar[dict[str, int]] = {"lead_ns": 0, "tail_ns": 0}
+    _DEFAULTS: ClassVar[dict[str, int]] = {"lead_ns": 0, "tail_ns": 0, "dims_idx": -1}
 
 
 @dataclass(frozen=True, eq=False)
