@@ -16,15 +16,26 @@ backward (small buckets, so a tiny model still shows several collectives).
 ``pipeline``: rank 0 holds the embedding and the first half of the blocks, rank 1 the rest and
 the loss; each step runs ``--microbatches`` forward passes (activations sent 0 -> 1), then the
 backward passes (activation gradients sent 1 -> 0), GPipe style.
+
+``--alternate KEY=VALUE[,KEY=VALUE...]`` (keys: ``layers hidden ffn_mult ffn heads seq batch
+microbatches vocab``; ``ffn`` is the MLP width, a multiple of ``hidden``) builds a second
+configuration B, the flags' configuration A with those overrides, each with its own model,
+optimizer and DDP wrapper or pipeline stages, and runs steps A, B, A, B, ... so both see the same
+machine speed. Each step is one profiler step whose work runs inside a
+``record_function("config:A")`` (or ``config:B``) annotation; rank 0 also writes
+``alternate.json`` (:data:`ALTERNATE_FILE`) with both configurations into the run directory under
+``lumos collect``. :mod:`lumos.collect.split` cuts such a run into one run per configuration.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from lumos.collect._torch import import_torch
 from lumos.errors import MissingDependencyError
@@ -43,6 +54,13 @@ from torch.profiler import record_function
 from lumos.collect import CollectConfig, collector
 
 SEED = 1234
+#: Prefix of the annotation that wraps each step of an alternating run (``config:A``).
+CONFIG_MARKER = "config:"
+#: File rank 0 writes into the run directory of an alternating run: both configurations.
+ALTERNATE_FILE = "alternate.json"
+#: ``--alternate`` keys, each the name of the command-line flag it overrides (``ffn`` aside).
+ALTERNATE_KEYS = ("layers", "hidden", "ffn_mult", "ffn", "heads", "seq", "batch", "microbatches",
+                  "vocab")  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +169,17 @@ def _sync(device: torch.device) -> None:
 
 def train_ddp(cfg: GPTConfig, args: argparse.Namespace, device: torch.device) -> list[float]:
     """Data-parallel training; returns each step's wall time in seconds."""
+    parallel, step = _ddp_trainer(cfg, args, device)
+    return _loop(args, parallel, step, device)
+
+
+Step = Callable[[], None]
+
+
+def _ddp_trainer(
+    cfg: GPTConfig, args: argparse.Namespace, device: torch.device
+) -> tuple[dict[str, int], Step]:
+    """The data-parallel model, optimizer and DDP wrapper; returns (parallel degrees, step)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -161,7 +190,7 @@ def train_ddp(cfg: GPTConfig, args: argparse.Namespace, device: torch.device) ->
               bucket_cap_mb=args.bucket_mb)  # fmt: skip
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
     data = batches(cfg, args.batch, SEED + rank, device)
-    return _loop(args, {"dp": world}, lambda: _ddp_step(ddp, opt, data), device)
+    return {"dp": world}, lambda: _ddp_step(ddp, opt, data)
 
 
 def _ddp_step(ddp: nn.Module, opt: torch.optim.Optimizer, data) -> None:
@@ -189,6 +218,14 @@ class _Whole(nn.Module):
 
 def train_pipeline(cfg: GPTConfig, args: argparse.Namespace, device: torch.device) -> list[float]:
     """Two-stage GPipe-style training over send/recv; returns each step's wall time (s)."""
+    parallel, step = _pipeline_trainer(cfg, args, device)
+    return _loop(args, parallel, step, device)
+
+
+def _pipeline_trainer(
+    cfg: GPTConfig, args: argparse.Namespace, device: torch.device
+) -> tuple[dict[str, int], Step]:
+    """This rank's pipeline stage and optimizer; returns (parallel degrees, step)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     if world != 2:
         raise SystemExit(f"--mode pipeline needs exactly 2 ranks, got {world}")
@@ -231,7 +268,7 @@ def train_pipeline(cfg: GPTConfig, args: argparse.Namespace, device: torch.devic
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-    return _loop(args, {"pp": 2, "num_microbatches": args.microbatches}, step, device)
+    return {"pp": 2, "num_microbatches": args.microbatches}, step
 
 
 def _loop(args: argparse.Namespace, parallel: dict[str, int], step, device) -> list[float]:
@@ -248,7 +285,134 @@ def _loop(args: argparse.Namespace, parallel: dict[str, int], step, device) -> l
     return times
 
 
+def train_alternating(
+    args_a: argparse.Namespace, args_b: argparse.Namespace, device: torch.device
+) -> dict[str, list[float]]:
+    """Configurations A and B trained in one job, steps alternating A, B, A, ...; returns each
+    configuration's step wall times (s). Each step runs inside ``record_function("config:X")``.
+
+    The manifest's ``parallel`` is A's; B's degrees are in ``alternate.json`` (rank 0 writes it
+    into the run directory before the first step).
+    """
+    trainer = _ddp_trainer if args_a.mode == "ddp" else _pipeline_trainer
+    built = {"A": trainer(config_of(args_a), args_a, device),
+             "B": trainer(config_of(args_b), args_b, device)}  # fmt: skip
+    cfg = CollectConfig.from_env()
+    if cfg is not None and dist.get_rank() == 0:
+        write_alternate_record(cfg.run_dir, args_a, args_b, {k: v[0] for k, v in built.items()})
+    steps = max(args_a.steps, cfg.total_steps if cfg else 0)
+    times: dict[str, list[float]] = {"A": [], "B": []}
+    with collector(cfg, parallel=built["A"][0]) as col:
+        for i in range(steps):
+            label = "AB"[i % 2]
+            t0 = time.perf_counter()
+            with record_function(CONFIG_MARKER + label):
+                built[label][1]()
+                _sync(device)
+            times[label].append(time.perf_counter() - t0)
+            col.step()
+    return times
+
+
+def config_of(args: argparse.Namespace) -> GPTConfig:
+    """The model sizes the parsed flags ask for."""
+    return GPTConfig(vocab=args.vocab, seq=args.seq, hidden=args.hidden, heads=args.heads,
+                     layers=args.layers, ffn_mult=args.ffn_mult)  # fmt: skip
+
+
+def config_dict(args: argparse.Namespace) -> dict[str, int]:
+    """One configuration in ``--alternate`` keys (``ffn`` as the MLP width, not ``ffn_mult``)."""
+    out = {k: int(getattr(args, k)) for k in ALTERNATE_KEYS if k not in ("ffn", "ffn_mult")}
+    out["ffn"] = int(args.ffn_mult * args.hidden)
+    return dict(sorted(out.items()))
+
+
+def write_alternate_record(
+    run_dir: Path,
+    args_a: argparse.Namespace,
+    args_b: argparse.Namespace,
+    parallel: dict[str, dict[str, int]],
+) -> Path:
+    """``alternate.json``: mode, marker prefix, and per configuration its sizes, the ``--alternate``
+    overrides (B only), the parallel degrees and the flags that run it on its own."""
+    from lumos._io import atomic_write
+
+    doc = {
+        "format": "lumos.alternate", "version": 1, "mode": args_a.mode, "marker": CONFIG_MARKER,
+        "order": ["A", "B"],
+        "configs": {
+            label: {"config": config_dict(a), "parallel": parallel[label], "flags": flags_of(a)}
+            for label, a in (("A", args_a), ("B", args_b))
+        },
+        "overrides": args_a.alternate,
+    }  # fmt: skip
+    path = Path(run_dir) / ALTERNATE_FILE
+    with atomic_write(path) as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    return path
+
+
+def flags_of(args: argparse.Namespace) -> list[str]:
+    """Command-line flags that run this one configuration alone (no ``--alternate``)."""
+    out = ["--mode", args.mode]
+    for k in ("batch", "microbatches", "layers", "hidden", "ffn_mult", "heads", "seq", "vocab"):
+        out += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
+    return out
+
+
+def parse_alternate(spec: str) -> dict[str, int]:
+    """``"layers=8,hidden=256"`` -> ``{"layers": 8, "hidden": 256}``; ValueError on bad input."""
+    out: dict[str, int] = {}
+    for item in spec.split(","):
+        key, sep, value = item.strip().partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key or not value.strip():
+            raise ValueError(f"{item.strip()!r}: expected KEY=VALUE, e.g. layers=8")
+        if key not in ALTERNATE_KEYS:
+            raise ValueError(f"{key!r}: unknown key (known: {', '.join(ALTERNATE_KEYS)})")
+        if key in out:
+            raise ValueError(f"{key!r} given twice")
+        try:
+            n = int(value)
+        except ValueError:
+            raise ValueError(f"{key}={value.strip()}: expected a positive integer") from None
+        if n < 1:
+            raise ValueError(f"{key}={n}: expected a positive integer")
+        out[key] = n
+    if "ffn" in out and "ffn_mult" in out:
+        raise ValueError("give ffn (MLP width) or ffn_mult, not both")
+    return out
+
+
+def alternate_args(args: argparse.Namespace, overrides: dict[str, int]) -> argparse.Namespace:
+    """Configuration B: a copy of ``args`` with ``overrides`` applied (ValueError when invalid).
+
+    ``ffn`` is the MLP width and must be a multiple of B's ``hidden``.
+    """
+    b = argparse.Namespace(**vars(args))
+    for k, v in overrides.items():
+        if k != "ffn":
+            setattr(b, k, v)
+    if "ffn" in overrides:
+        if overrides["ffn"] % b.hidden:
+            raise ValueError(f"ffn={overrides['ffn']} must be a multiple of hidden ({b.hidden})")
+        b.ffn_mult = overrides["ffn"] // b.hidden
+    _check(b, "B")
+    return b
+
+
+def _check(args: argparse.Namespace, what: str) -> None:
+    if args.batch % args.microbatches:
+        raise ValueError(f"{what}: batch ({args.batch}) must be a multiple of microbatches "
+                         f"({args.microbatches})")  # fmt: skip
+    if args.hidden % args.heads:
+        raise ValueError(f"{what}: hidden ({args.hidden}) must be a multiple of heads ({args.heads})")
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The flags; with ``--alternate``, ``args.alternate`` holds the overrides (else None) and
+    ``args.b`` configuration B's flags."""
     p = argparse.ArgumentParser(
         prog="python -m lumos.examples.gpt", description=__doc__.split("\n")[0]
     )
@@ -263,13 +427,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--vocab", type=int, default=512)
+    p.add_argument("--ffn-mult", type=int, default=4, help="MLP width as a multiple of hidden")
     p.add_argument("--bucket-mb", type=float, default=1.0, help="DDP gradient bucket size")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads per rank")
+    p.add_argument("--alternate", default=None, metavar="KEY=VALUE[,KEY=VALUE...]",
+                   help="also build configuration B (these flags changed) and alternate steps "
+                   f"A, B, A, ...; keys: {' '.join(ALTERNATE_KEYS)}")  # fmt: skip
     args = p.parse_args(argv)
     if args.batch % args.microbatches:
         p.error(
             f"--batch ({args.batch}) must be a multiple of --microbatches ({args.microbatches})"
         )
+    args.b = None
+    if args.alternate is not None:
+        try:
+            args.alternate = parse_alternate(args.alternate)
+            args.b = alternate_args(args, args.alternate)
+        except ValueError as exc:
+            p.error(f"--alternate: {exc}")
     return args
 
 
@@ -277,18 +452,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = GPTConfig(vocab=args.vocab, seq=args.seq, hidden=args.hidden, heads=args.heads,
-                    layers=args.layers)  # fmt: skip
+    cfg = config_of(args)
     rank, world, device = _setup()
     try:
-        train = train_ddp if args.mode == "ddp" else train_pipeline
-        times = train(cfg, args, device)
+        if args.b is not None:
+            runs = train_alternating(args, args.b, device)
+        else:
+            train = train_ddp if args.mode == "ddp" else train_pipeline
+            runs = {"": train(cfg, args, device)}
     finally:
         dist.destroy_process_group()
-    if rank == 0 and times:
-        ms = sorted(t * 1e3 for t in times[1:] or times)
-        print(f"gpt {args.mode} on {world} rank(s), {device.type}: {len(times)} steps, "
-              f"median {ms[len(ms) // 2]:.1f} ms/step", flush=True)  # fmt: skip
+    for label, times in runs.items():
+        if rank == 0 and times:
+            ms = sorted(t * 1e3 for t in times[1:] or times)
+            what = f" config {label}" if label else ""
+            print(f"gpt {args.mode}{what} on {world} rank(s), {device.type}: {len(times)} steps, "
+                  f"median {ms[len(ms) // 2]:.1f} ms/step", flush=True)  # fmt: skip
     return 0
 
 
