@@ -222,9 +222,9 @@ def fit_shape_model(graphs: list[ExecGraph]) -> ShapeModel:
         arr = np.asarray(pts)
         x, y = arr[:, 0], arr[:, 1]
         if len(np.unique(x)) >= 2 and x.max() >= 1.5 * x.min():
-            a, c = _line(x, y)
-            if c > 0:
-                model.fits[name] = (a, c)
+            icpt, slope = _line(x, y)
+            if slope > 0:
+                model.fits[name] = (icpt, slope)
     return model
 
 
