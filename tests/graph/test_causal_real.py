@@ -83,3 +83,33 @@ def test_no_wait_points_at_a_task_that_ended_after_the_thread_resumed(name):
     src_end = t.ts_ns[e.src[sel]] + t.dur_ns[e.src[sel]]
     assert (t.ts_ns[e.dst[sel]] + 1_000 >= src_end).all()
     assert (e.delay_ns[sel] >= 0).all()
+
+
+def test_a_gloo_worker_is_released_by_the_call_that_issued_its_collective():
+    """The bundled gloo run: each ``gloo:all_reduce`` on a worker thread hangs on the
+    ``c10d::allreduce_`` that handed it over (not on the worker's recorded idle gap), so
+    halving the main thread's matrix products moves every step's first all-reduce earlier."""
+    from lumos.examples_data import example_run_dir
+    from lumos.graph.edits import scale_by_name
+    from lumos.graph.model import DepKind, TaskKind
+    from lumos.replay import build_workload
+    from lumos.sim import simulate
+    from lumos.sim.cost import TracedCost
+
+    workload, _ = build_workload([str(example_run_dir())])
+    for g in workload.graphs:
+        comm = np.flatnonzero(g.tasks.kind == int(TaskKind.CPU_COMM))
+        e = g.edges
+        handoff = (e.kind == int(DepKind.INTER_THREAD)) & np.isin(e.dst, comm)
+        issuers = {g.task_name(int(s)) for s in e.src[handoff]}
+        assert set(e.dst[handoff].tolist()) == set(comm.tolist())
+        assert issuers == {"c10d::allreduce_"}
+    base = simulate(workload, TracedCost())
+    faster = workload.replace_graphs(
+        scale_by_name(g, [(r"^aten::(mm|addmm|gelu|gelu_backward)$", 0.5)])[0]
+        for g in workload.graphs
+    )
+    fast = simulate(faster, TracedCost())
+    for gi, g in enumerate(workload.graphs):
+        comm = np.flatnonzero(g.tasks.kind == int(TaskKind.CPU_COMM))
+        assert (fast.starts(gi)[comm] < base.starts(gi)[comm]).all()
