@@ -90,6 +90,7 @@ def test_reshape_records_its_edits_and_rejects_what_it_cannot_do(example):
         g.tasks.dur_ns.sum() for g in example.graphs
     )
     deeper, edits = reshape_workload(example, base, {"layers": 4})
+    assert sum(g.num_tasks for g in deeper.graphs) == example.num_tasks + edits[0].tasks_added
     assert edits[0].name == "layers 2 -> 4" and edits[0].tasks_removed == 0
     assert edits[0].tasks_added == (62 + 132 + 180) * 2 * 3 * 2  # 2 layers x 3 steps x 2 ranks
     with pytest.raises(ConfigError, match="pp=2"):
