@@ -32,7 +32,7 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,9 +158,20 @@ def find_steps(
 
 
 def split_trace(
-    doc: dict[str, Any], label: str, *, marker: str = DEFAULT_MARKER, where: str = "<trace>"
+    doc: dict[str, Any],
+    label: str,
+    *,
+    marker: str = DEFAULT_MARKER,
+    where: str = "<trace>",
+    slot_ns: Sequence[int] | None = None,
 ) -> tuple[dict[str, Any], SplitStats]:
     """The trace with only configuration ``label``'s steps (see the module docstring).
+
+    ``slot_ns[k]``, when given, is how much time a dropped slot ``k`` removes (at most its own
+    length): :func:`split_run` passes the shortest over the ranks, so that every rank moves by
+    the same amount and the ranks keep their offsets to each other (a pipeline stage that
+    waited for its neighbour still waits as long); a rank whose slot was longer keeps the rest
+    as idle time before its next step.
 
     ``doc`` is not modified; the result shares unchanged event dicts with it. Raises
     :class:`~lumos.errors.InputError` when ``label`` has no step in the trace.
@@ -175,8 +186,14 @@ def split_trace(
     kept = [s.label == label for s in steps]
     # dropped[k]: total length of the dropped slots before slot k (dropped[n]: all of them)
     dropped = [0] * (n + 1)
+    own = [ends[k] - lows[k] for k in range(n)]
+    cut = (
+        own
+        if slot_ns is None or len(slot_ns) != n
+        else [min(a, b) for a, b in zip(own, slot_ns, strict=True)]
+    )
     for k in range(n):
-        dropped[k + 1] = dropped[k] + (0 if kept[k] else ends[k] - lows[k])
+        dropped[k + 1] = dropped[k] + (0 if kept[k] else cut[k])
 
     def slot(t: int) -> int:
         """Slot of time ``t``: -1 before the first step, ``n`` after the last."""
@@ -188,7 +205,7 @@ def split_trace(
             return t
         if k >= n:
             return t - dropped[n]
-        return t - dropped[k] - (0 if kept[k] else t - lows[k])
+        return t - dropped[k] - (0 if kept[k] else min(t - lows[k], cut[k]))
 
     events = _events(doc, where)
     runtime_step: dict[Any, int] = {}
@@ -293,12 +310,24 @@ def split_run(
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(side_path, f"not valid JSON: {exc}") from None
     docs = {r.rank: read_trace(r.kineto) for r in src.ranks}
+    # one cut per slot for every rank: the shortest, so the ranks keep their offsets
+    slots = [
+        [st.end_ns - lo for st, lo in zip(steps, [steps[0].start_ns] + [x.end_ns for x in steps[:-1]], strict=True)]
+        for steps in (find_steps(doc, marker=marker, where=str(src.ranks[i].kineto))
+                      for i, doc in enumerate(docs.values()))
+    ]  # fmt: skip
+    common = (
+        [min(col) for col in zip(*slots, strict=True)]
+        if len({len(x) for x in slots}) == 1
+        else None
+    )
     manifests: dict[str, dict[str, Any]] = {}
     for label, out_dir in outputs.items():
         split = {
-            rank: split_trace(doc, label, marker=marker, where=str(src.ranks[i].kineto))
+            rank: split_trace(doc, label, marker=marker, where=str(src.ranks[i].kineto),
+                              slot_ns=common)
             for i, (rank, doc) in enumerate(docs.items())
-        }
+        }  # fmt: skip
         manifest = json.loads(json.dumps(src.data))
         kept = split[min(split)][1].kept_steps
         conf = (side.get("configs") or {}).get(label, {})

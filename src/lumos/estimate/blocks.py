@@ -24,7 +24,7 @@ program order on a processor        regenerated, each task keeping the overhead 
 
 Copied communication gets its own ``seq_id`` (old * 1024 + copy), the same on every rank that
 makes the same edit, so collectives and sends/receives still pair up. Spans (annotations) that
-lie inside one block are dropped (counted); steps keep their first and last tasks.
+lie inside one block are copied with it; steps keep their first and last tasks.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from lumos.estimate.layers import COMM_PATTERN, Group, marked
 from lumos.graph.kinds import DepKind, ProcessorKind, TaskKind
 from lumos.graph.model import Annotations, Comms, Edges, ExecGraph, Tasks, Waits
 
-__all__ = ["ResizeStats", "block_contents", "resize_groups"]
+__all__ = ["ResizeStats", "block_contents", "reorder_blocks", "resize_groups"]
 
 SEQ_STRIDE = 1024
 _INTRA = (int(DepKind.INTRA_THREAD), int(DepKind.INTRA_STREAM))
@@ -227,7 +227,7 @@ def resize_groups(
         first_new[old] = min(i for i, _ in inst)
         last_new[old] = max(i for i, _ in inst)
     _fill_dropped(g, first_new, last_new)
-    annotations, dropped = _annotations(g, grp, blk, first_new, last_new)
+    annotations, dropped = _annotations(g, grp, blk, first_new, last_new, instances)
     waits = _waits(g, instances, first_new)
     out = g.replace(
         tasks=tasks,
@@ -329,22 +329,36 @@ def _annotations(
     blk: NDArray[np.int64],
     first_new: NDArray[np.int64],
     last_new: NDArray[np.int64],
+    instances: dict[int, list[tuple[int, int]]],
 ) -> tuple[Annotations, int]:
+    """Spans inside one block are copied with each copy of it (or dropped with it); the others
+    keep their first and last tasks (or the nearest survivors). Returns them and how many
+    spans were dropped."""
     a = g.annotations
     f, la = a.first_task_idx.astype(np.int64), a.last_task_idx.astype(np.int64)
     covers = (f >= 0) & (la >= 0)
-    inside = (
-        covers & (grp[np.maximum(f, 0)] >= 0) & (grp[np.maximum(f, 0)] == grp[np.maximum(la, 0)])
+    f0, l0 = np.maximum(f, 0), np.maximum(la, 0)
+    inside = covers & (grp[f0] >= 0) & (grp[f0] == grp[l0]) & (blk[f0] == blk[l0])
+    nf = np.where(covers, first_new[f0], -1)
+    nl = np.where(covers, last_new[l0], -1)
+    keep = ~inside & ~(covers & ((nf < 0) | (nl < 0) | (nf > nl)))
+    rows = np.flatnonzero(keep).tolist()
+    firsts, lasts = nf[keep].tolist(), nl[keep].tolist()
+    for i in np.flatnonzero(inside).tolist():
+        last_of = dict((j, n) for n, j in instances.get(int(la[i]), []))
+        for n, j in instances.get(int(f[i]), []):
+            if j in last_of and n <= last_of[j]:
+                rows.append(i)
+                firsts.append(n)
+                lasts.append(last_of[j])
+    order = np.argsort(np.asarray(rows, dtype=np.int64), kind="stable")
+    out = a.take(np.asarray(rows, dtype=np.int64)[order]).replace(
+        first_task_idx=np.asarray(firsts, dtype=np.int32)[order],
+        last_task_idx=np.asarray(lasts, dtype=np.int32)[order],
     )
-    inside &= blk[np.maximum(f, 0)] == blk[np.maximum(la, 0)]
-    nf = np.where(covers, first_new[np.maximum(f, 0)], -1)
-    nl = np.where(covers, last_new[np.maximum(la, 0)], -1)
-    gone = covers & ((nf < 0) | (nl < 0) | (nf > nl))
-    keep = ~(inside | gone)
-    out = a.take(np.flatnonzero(keep)).replace(
-        first_task_idx=nf[keep].astype(np.int32), last_task_idx=nl[keep].astype(np.int32)
-    )
-    return out, int((~keep).sum())
+    dropped = int(covers.sum()) - int(keep.sum()) - int(inside.sum())
+    dropped += int(inside.sum()) - (len(rows) - int(keep.sum()))
+    return out, max(dropped, 0)
 
 
 def _waits(
@@ -363,4 +377,62 @@ def _waits(
     return out.replace(
         task_idx=np.asarray(task, dtype=np.int32),
         record_task_idx=np.asarray(record, dtype=np.int32),
+    )
+
+
+def reorder_blocks(
+    g: ExecGraph, blocks: Sequence[NDArray[np.int64]], order: Sequence[int]
+) -> ExecGraph:
+    """``g`` with ``blocks`` (task sets, none shared) run in ``order`` (a permutation of their
+    indices): on each processor, from where the first of them began; tasks between them follow
+    after. Dependencies keep their tasks; program-order edges are regenerated, each task
+    keeping the overhead before it."""
+    if sorted(order) != list(range(len(blocks))):
+        raise ConfigError("reorder_blocks: order must be a permutation of the blocks")
+    indptr, perm = g.processor_order()
+    block_of = np.full(g.num_tasks, -1, dtype=np.int64)
+    for b, members in enumerate(blocks):
+        block_of[members] = b
+    src: list[int] = []
+    proc = g.tasks.processor_idx
+    for p in range(len(g.processors)):
+        emitted = False
+        for t_ in perm[indptr[p] : indptr[p + 1]].tolist():
+            if block_of[t_] < 0:
+                src.append(t_)
+            elif not emitted:
+                emitted = True
+                for b in order:
+                    members = blocks[b][proc[blocks[b]] == p]
+                    src += members[np.argsort(g.tasks.order[members], kind="stable")].tolist()
+    new_of = np.empty(g.num_tasks, dtype=np.int64)
+    new_of[np.asarray(src, dtype=np.int64)] = np.arange(len(src))
+    e = g.edges
+    keep = ~np.isin(e.kind, np.array(_INTRA, dtype=np.int8))
+    tasks, intra = _tasks_and_order(g, np.asarray(src, dtype=np.int64), e)
+    tasks = tasks.replace(comm_idx=g.tasks.comm_idx[np.asarray(src, dtype=np.int64)])
+    a = g.annotations
+    f, la = a.first_task_idx, a.last_task_idx
+    nf = np.where(f >= 0, new_of[np.maximum(f, 0)], -1)
+    nl = np.where(la >= 0, new_of[np.maximum(la, 0)], -1)
+    ok = (f < 0) | (nf <= nl)
+    w = g.waits
+    return g.replace(
+        tasks=tasks,
+        edges=Edges.create(
+            src=np.concatenate([new_of[e.src[keep]], intra[0]]).astype(np.int32),
+            dst=np.concatenate([new_of[e.dst[keep]], intra[1]]).astype(np.int32),
+            kind=np.concatenate([e.kind[keep], np.asarray(intra[2], dtype=np.int8)]),
+            delay_ns=np.concatenate([e.delay_ns[keep], np.asarray(intra[3], dtype=np.int64)]),
+        ),
+        annotations=a.take(np.flatnonzero(ok)).replace(
+            first_task_idx=nf[ok].astype(np.int32), last_task_idx=nl[ok].astype(np.int32)
+        ),
+        waits=w.replace(
+            task_idx=new_of[w.task_idx].astype(np.int32),
+            record_task_idx=np.where(
+                w.record_task_idx >= 0, new_of[np.maximum(w.record_task_idx, 0)], -1
+            ).astype(np.int32),
+        ),
+        task_dims_idx=None if g.task_dims_idx is None else g.task_dims_idx[np.asarray(src)],
     )

@@ -181,14 +181,18 @@ def _symbols(g: ExecGraph, tasks: NDArray[np.int64]) -> NDArray[np.int64]:
 
 
 def _step_ranges(g: ExecGraph, proc: int, order: NDArray[np.int64]) -> list[tuple[int, int]]:
-    """Slices of ``order`` (a thread's tasks in order) that fall in each recorded step."""
-    a = g.annotations
-    steps = np.flatnonzero(a.kind == int(AnnotationKind.STEP))
-    ts = g.tasks.ts_ns[order]
+    """Slices of ``order`` (a thread's tasks in order) that fall in each recorded step: between
+    the step's first and last task's start and end (task times, which an edit keeps coherent;
+    the span's recorded times are not moved by edits)."""
+    a, t = g.annotations, g.tasks
+    steps = np.flatnonzero((a.kind == int(AnnotationKind.STEP)) & (a.first_task_idx >= 0))
+    lo_ns = t.ts_ns[a.first_task_idx[steps]]
+    hi_ns = t.ts_ns[a.last_task_idx[steps]] + t.dur_ns[a.last_task_idx[steps]]
+    ts = t.ts_ns[order]
     out = []
-    for s in steps[np.argsort(a.ts_ns[steps], kind="stable")].tolist():
-        lo = int(np.searchsorted(ts, a.ts_ns[s], "left"))
-        hi = int(np.searchsorted(ts, a.ts_ns[s] + a.dur_ns[s], "left"))
+    for k in np.argsort(lo_ns, kind="stable").tolist():
+        lo = int(np.searchsorted(ts, lo_ns[k], "left"))
+        hi = int(np.searchsorted(ts, hi_ns[k], "right"))
         if hi > lo:
             out.append((lo, hi))
     return out or [(0, len(order))]

@@ -17,6 +17,8 @@
    own collectives of that kind (proportional when they all have one size). The time spent
    waiting for peers is left to the simulation.
 
+5. ``schedule``: each rank's micro-batch blocks re-ordered (:mod:`lumos.estimate.pipeline`).
+
 Changing ``pp`` is not supported (a :class:`~lumos.errors.ConfigError` says so).
 """
 
@@ -31,6 +33,7 @@ from lumos.errors import ConfigError
 from lumos.estimate.baseline import Baseline
 from lumos.estimate.blocks import resize_groups
 from lumos.estimate.layers import BACKWARD_PATTERN, OPTIMIZER_PATTERN, find_layers, marked
+from lumos.estimate.pipeline import reschedule
 from lumos.estimate.shapes import (
     Dims,
     _Mapper,
@@ -69,9 +72,10 @@ class Edit:
 
 
 def reshape_workload(
-    workload: Workload, base: Baseline, changes: Mapping[str, int]
+    workload: Workload, base: Baseline, changes: Mapping[str, int], schedule: str | None = None
 ) -> tuple[Workload, list[Edit]]:
-    """``workload`` edited into the configuration ``base`` with ``changes`` applied."""
+    """``workload`` edited into the configuration ``base`` with ``changes`` applied, then its
+    micro-batches put in the order of ``schedule`` (``gpipe``, ``1f1b``) when given."""
     unknown = sorted(set(changes) - set(MODEL_KEYS))
     if unknown:
         raise ConfigError(f"unknown model key {unknown[0]!r} (known: {', '.join(MODEL_KEYS)})")
@@ -136,7 +140,12 @@ def reshape_workload(
     if param_ratio != 1.0 or act_ratio != 1.0:
         graphs, e = _resize_comms(graphs, param_ratio, act_ratio)
         edits.append(e)
-    return workload.replace_graphs(graphs), edits
+    out = workload.replace_graphs(graphs)
+    if schedule is not None:
+        out = reschedule(out, schedule)
+        edits.append(Edit(name=f"schedule {schedule}", model="micro-batch blocks re-ordered",
+                          detail="the traced ops and dependencies, in the schedule's order"))  # fmt: skip
+    return out, edits
 
 
 def _new_dims(old: Dims, ch: Mapping[str, int]) -> Dims:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from lumos._io import atomic_write
-from lumos.errors import ConfigError
+from lumos.errors import ConfigError, SimulationError
 from lumos.estimate.baseline import Baseline, detect_baseline
 from lumos.estimate.reshape import Edit, reshape_workload
 from lumos.estimate.scenario import Scenario
@@ -152,16 +152,16 @@ def estimate(
     """
     rows = [_row(workload, Scenario(), TracedCost(), "traced")]
     base: Baseline | None = None
-    if any(s.model for s in scenarios) or baseline:
+    if any(s.model or s.schedule for s in scenarios) or baseline:
         base = detect_baseline(workload, baseline)
     for s in scenarios:
         if s.is_baseline:
             continue
         edits: list[Edit] = []
         edited = workload
-        if s.model:
+        if s.model or s.schedule:
             assert base is not None
-            edited, edits = reshape_workload(workload, base, dict(s.model))
+            edited, edits = reshape_workload(workload, base, dict(s.model), s.schedule)
         edited = _edit(edited, s)
         if s.needs_comm_model:
             if comm_model is None:
@@ -170,7 +170,17 @@ def estimate(
             cost, name = comm_model(edited, s)
         else:
             cost, name = TracedCost(), "traced"
-        rows.append(_row(edited, s, cost, name, edits))
+        try:
+            rows.append(_row(edited, s, cost, name, edits))
+        except SimulationError as exc:
+            if s.schedule is None:
+                raise
+            raise SimulationError(
+                f"{s.label}: the re-ordered pipeline cannot run with the trace's blocking sends "
+                "and receives (a stage would send while its neighbour sends too); a real "
+                f"{s.schedule} run pairs them (batch_isend_irecv), which lumos does not model "
+                f"yet. ({exc})"
+            ) from None
     return Estimate(tuple(rows), baseline=None if base is None else base.to_dict())
 
 

@@ -19,6 +19,8 @@ key                             meaning
 ``microbatches=N``              N micro-batches per step in a pipeline run (same micro-batch
                                 size; the traced schedule is kept)
 ``pp=N``                        pipeline stages (only the traced value is supported)
+``schedule=gpipe|1f1b``         a pipeline run's micro-batches in another order (the traced
+                                order is kept unless this is given)
 ==============================  ===============================================================
 
 The model keys (``layers`` to ``pp``) are applied by :mod:`lumos.estimate.reshape` against the
@@ -37,7 +39,7 @@ from lumos.errors import ConfigError
 __all__ = ["KEYS", "MODEL_KEYS", "Scenario", "parse_scenario", "parse_sweep"]
 
 MODEL_KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatches", "microbatch_size", "pp")
-KEYS = ("dp", "straggler", "link", *MODEL_KEYS)
+KEYS = ("dp", "straggler", "link", *MODEL_KEYS, "schedule")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +51,8 @@ class Scenario:
     link: tuple[tuple[int, float], ...] = ()
     #: Model keys (``layers``, ``hidden``...) and their new values, in the order given.
     model: tuple[tuple[str, int], ...] = ()
+    #: Pipeline schedule to re-order micro-batches into (None: as traced).
+    schedule: str | None = None
 
     def __post_init__(self) -> None:
         for key, value in self.model:
@@ -77,6 +81,7 @@ class Scenario:
         parts += [f"straggler={r}:{_num(f)}" for r, f in self.straggler]
         parts += [f"link={r}:{_num(f)}" for r, f in self.link]
         parts += [f"{k}={v}" for k, v in self.model]
+        parts += [] if self.schedule is None else [f"schedule={self.schedule}"]
         return " ".join(parts) or "baseline"
 
     def to_dict(self) -> dict[str, object]:
@@ -88,6 +93,8 @@ class Scenario:
         if self.link:
             out["link"] = {str(r): f for r, f in self.link}
         out.update(self.model)
+        if self.schedule is not None:
+            out["schedule"] = self.schedule
         return out
 
 
@@ -115,6 +122,12 @@ def _apply(s: Scenario, key: str, value: str) -> Scenario:
         return replace(s, straggler=(*s.straggler, _rank_factor(key, value)))
     if key == "link":
         return replace(s, link=(*s.link, _rank_factor(key, value)))
+    if key == "schedule":
+        from lumos.estimate.pipeline import SCHEDULES
+
+        if value not in SCHEDULES:
+            raise ConfigError(f"--set schedule={value}: known schedules: {', '.join(SCHEDULES)}")
+        return replace(s, schedule=value)
     if key in MODEL_KEYS:
         try:
             v = int(value)

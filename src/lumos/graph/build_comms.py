@@ -94,16 +94,46 @@ def build_comms(
     pg = np.array([pg_idx.get(coll.pg_name[k], -1) if k >= 0 else -1 for k in rows], dtype=np.int32)
     kinds = np.asarray(kind_of_row, dtype=np.int8)
     sizes = pick(coll.size_bytes)
+    peer = pick(coll.peer_rank).astype(np.int32)
+    peer = _only_peer(kinds, peer, pg, groups, trace, diag)
     comms = Comms.create(
         kind=kinds,
         size_bytes=sizes,
         pg_idx=pg,
         seq_id=pick(coll.seq_id),
-        peer_rank=pick(coll.peer_rank).astype(np.int32),
+        peer_rank=peer,
         tag=pick(coll.tag),
         wait_ns=waiting_ns(kinds, sizes, pg, layout.dur_ns[tasks]),
     )
     return comms, comm_idx, tuple(groups)
+
+
+def _only_peer(
+    kinds: NDArray[np.int8],
+    peer: NDArray[np.int32],
+    pg: NDArray[np.int32],
+    groups: list[ProcessGroup],
+    trace: KinetoTrace,
+    diag: Diagnostics,
+) -> NDArray[np.int32]:
+    """Sends and receives whose peer the trace does not name (gloo without "Concrete
+    Inputs"), in a group of two ranks: the peer is the other one (counted)."""
+    unknown = np.flatnonzero(
+        np.isin(kinds, [int(CommType.SEND), int(CommType.RECV)]) & (peer < 0)
+    )
+    if not unknown.size:
+        return peer
+    me = trace.meta.rank if trace.meta.rank >= 0 else 0
+    world = tuple(range(max(trace.meta.world_size, 1)))
+    out = peer.copy()
+    for i in unknown.tolist():
+        ranks = groups[pg[i]].ranks if pg[i] >= 0 and groups[pg[i]].ranks else world
+        others = [r for r in ranks if r != me]
+        if len(ranks) == 2 and len(others) == 1:
+            out[i] = others[0]
+    if (out != peer).any():
+        diag.warn("p2p_peer_inferred_from_group_of_two", count=int((out != peer).sum()))
+    return out
 
 
 def waiting_ns(
