@@ -34,7 +34,7 @@ def _edit(trace: ChakraTrace, fn: Callable[[ChakraNode], ChakraNode | None]) -> 
 
 
 def _with_attr(node: ChakraNode, name: str, value: object) -> ChakraNode:
-    attrs = tuple(a for a in node.attrs if a.name != name) + (attr(name, value),)
+    attrs = (*tuple(a for a in node.attrs if a.name != name), attr(name, value))
     return ChakraNode(node.id, node.name, node.type, node.ctrl_deps, node.data_deps,
                       node.start_time_micros, node.duration_micros, node.inputs, node.outputs,
                       attrs, node.unknown)  # fmt: skip

@@ -46,7 +46,7 @@ def _coll_signature(traces):
 
 @pytest.mark.parametrize("which", ["demo_astra", "dlrm_astra"])
 def test_target_structure(which, request):
-    prefix, rep = request.getfixturevalue(which)
+    prefix, _rep = request.getfixturevalue(which)
     traces = by_rank(prefix)
     for t in traces.values():
         assert not (t.node_type == NodeType.METADATA_NODE).any()
@@ -146,7 +146,7 @@ def test_network_files_round_trip_and_refuse_what_lumos_does_not_model(tmp_path)
     assert read_astra_network(tmp_path) == net
     (tmp_path / "network.yml").write_text("topology: [ Switch ]\nnpus_count: [ 8 ]\n"
                                           "bandwidth: [ 50 ]\nlatency: [ 500 ]\n")  # fmt: skip
-    with pytest.raises(InputError, match="network.yml"):
+    with pytest.raises(InputError, match=r"network\.yml"):
         read_astra_network(tmp_path)
 
 
