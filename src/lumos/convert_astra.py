@@ -32,6 +32,7 @@ from lumos.cost.astra_files import AstraNetwork, fit_astra_network, write_astra_
 from lumos.errors import ConfigError
 from lumos.graph.model import Workload
 from lumos.replay import build_workload
+from lumos.report.metrics import replay_summary
 from lumos.sim import simulate
 
 __all__ = ["DEFAULT_NETWORK_FOR_UNSIZED", "AstraConvertReport", "convert_astra"]
@@ -42,14 +43,18 @@ DEFAULT_NETWORK_FOR_UNSIZED = (10e9, 1000.0)
 
 @dataclass(frozen=True)
 class AstraRankReport:
-    """One rank: nodes written, lumos's replay end and the recorded span (ns)."""
+    """One rank: nodes written; when lumos's replay of the run ends (``replay_end_ns``) and when
+    the recording ends (``measured_end_ns``), both on the run's shared clock from its first
+    task (where ASTRA-sim's clock starts); the recorded ProfilerSteps (``measured_steps_ns``,
+    their sum)."""
 
     rank: int
     output: str
     nodes: int
     collectives: int
     replay_end_ns: int
-    measured_span_ns: int
+    measured_end_ns: int
+    measured_steps_ns: int
 
 
 @dataclass(frozen=True)
@@ -69,11 +74,10 @@ class AstraConvertReport:
         return d
 
 
-def _measured_span_ns(workload: Workload, gi: int) -> int:
+def _measured_end_ns(workload: Workload, gi: int) -> int:
+    origin = min((int(g.tasks.ts_ns.min()) for g in workload.graphs if g.num_tasks), default=0)
     t = workload.graphs[gi].tasks
-    if not t.ts_ns.size:
-        return 0
-    return int((t.ts_ns + t.dur_ns).max() - t.ts_ns.min())
+    return int((t.ts_ns + t.dur_ns).max()) - origin if t.ts_ns.size else 0
 
 
 def convert_astra(
@@ -115,7 +119,9 @@ def convert_astra(
             rank=g.rank, output=path, nodes=trace.num_nodes,
             collectives=int(np.isin(trace.node_type, [5, 6, 7]).sum()),
             replay_end_ns=int(result.ends(gi).max()) if g.num_tasks else 0,
-            measured_span_ns=_measured_span_ns(workload, gi),
+            measured_end_ns=_measured_end_ns(workload, gi),
+            measured_steps_ns=sum(int(st["measured_ns"] or 0) for st in
+                                  replay_summary(result, gi, recorded=g)["steps"]),
         ))  # fmt: skip
     configs = [str(p) for p in write_astra_configs(network, out_dir)]
     if target.comm_groups:
