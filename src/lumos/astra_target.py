@@ -22,9 +22,10 @@ slot, ordered as lumos's replay (``result``) ran them:
   which it replays for ``duration_micros`` = the traced transfer (``astra_replayed_as_broadcast``).
   Sends are COMM_SEND on the chain; receives COMM_RECV (they take no slot), both with the tag of
   their matched pair.
-* **dependencies**: every edge of the graph between tasks of different chains is a ``data_dep``
-  (edges within a chain hold by its order), and each runtime wait (synchronize) a ``data_dep``
-  on the GPU task it waited for. No METADATA node.
+* **dependencies**: every edge of the graph between tasks of different chains, and between
+  communication nodes, is a ``data_dep`` (edges within the CPU or the compute chain hold by its
+  order), and each runtime wait (synchronize) a ``data_dep`` on the GPU task it waited for. No
+  METADATA node.
 * **durations**: ASTRA-sim starts a node when its slot is free and its dependencies are done;
   the time lumos's replay left between that moment and the node's start is overhead (CPU time
   between ops, launch latency): it is added to the node's ``duration_micros``, which is then
@@ -265,14 +266,16 @@ def _write_rank(gi: int, st: _Rank, groups: Any, group_rank: np.ndarray,
             st.clip(chains[c])
         comm = comm[gof[comm] >= 0]
     is_recv = np.array([comm_type[int(gof[t])] == CommType.RECV for t in comm.tolist()], bool)
-    comm = comm[~is_recv] if comm.size else comm
+    if is_recv.any():  # a receive takes no slot: outside every chain, ordered by its edges
+        st.chain[comm[is_recv]] = 3
+        comm = comm[~is_recv]
     chains.append(comm[np.argsort(group_rank[gof[comm]], kind="stable")])
     # dependencies: edges across chains, waits, chain order
     preds: list[set[int]] = [set() for _ in range(n)]
     ctrl: list[int] = [-1] * n
     e = g.edges
     for s, d in zip(e.src.tolist(), e.dst.tolist(), strict=True):
-        if st.chain[s] != st.chain[d] or st.chain[d] < 0:
+        if st.chain[s] != st.chain[d] or st.chain[d] >= 2:  # the comm chain keeps its edges
             preds[d].add(s)
     waited, waiting = static_wait_targets(g)
     for s, d in zip(waited.tolist(), waiting.tolist(), strict=True):
