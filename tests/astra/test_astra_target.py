@@ -158,3 +158,15 @@ def test_fit_recovers_the_network_that_made_the_times():
     assert net.latency_ns == pytest.approx(2000, rel=0.01)
     assert net.bw_bytes_per_s == pytest.approx(25 * 2**30, rel=0.01)
     assert rep["note"] == ""
+
+
+def test_cli_convert_target_astra_sim(tmp_path, capsys):
+    out = tmp_path / "dlrm"
+    assert main(["convert", str(trace("dlrm_kineto_8rank")), "-o", str(out),
+                 "--target", "astra-sim", "--workers", "1"]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "network: ring of 8" in text and "fitted to 64 collectives" in text
+    assert sorted(p.name for p in tmp_path.glob("dlrm.*.et")) == [f"dlrm.{r}.et" for r in range(8)]
+    assert main(["convert", str(trace("dlrm_kineto_8rank")), "-o", str(out),
+                 "--target", "astra-sim", "--compat", "upstream"]) == 1  # fmt: skip
+    assert "no --compat" in capsys.readouterr().err
