@@ -130,6 +130,10 @@ def test_generate_microbenchmarks_replay_at_astra_sims_time(collective, astra_ns
     assert {r["finish_ns"] for r in doc["ranks"]} == {astra_ns}
     assert main(["replay", "--chakra-only", str(prefix), "-o", str(tmp_path / "r")]) == 0
     assert f"finish {astra_ns:,} ns" in capsys.readouterr().out
+    # plain `lumos replay` of the folder: the configs beside the ETs select ASTRA-sim semantics
+    assert main(["replay", str(prefix.parent), "-o", str(tmp_path / "r2")]) == 0
+    out = capsys.readouterr().out
+    assert "--chakra-only" in out and f"finish {astra_ns:,} ns" in out
 
 
 def test_without_a_network_collectives_take_their_recorded_time(tmp_path):

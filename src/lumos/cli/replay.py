@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from lumos.cli._progress import progress_bar
@@ -53,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     """Replay, print the table, write the outputs."""
     if getattr(args, "chakra_only", False):
         return _run_chakra_only(args)
+    if _beside_astra_configs(args.paths) and not (args.without or args.scale):
+        print("ASTRA-sim configs (network.yml) lie beside these Chakra ETs: replaying them as "
+              "ASTRA-sim does (--chakra-only)")  # fmt: skip
+        return _run_chakra_only(args)
     without = tuple(w.strip() for w in args.without.split(",") if w.strip())
     scale = parse_scale(args.scale)
     n = len(expand_paths(args.paths))
@@ -65,6 +71,20 @@ def run(args: argparse.Namespace) -> int:
     print(format_replay(rep.to_dict(), verbose=bool(getattr(args, "verbose", False))))
     print(f"wrote {paths['replay']}, {paths['perfetto']}, {paths['sm_util']}")
     return 0
+
+
+def _beside_astra_configs(paths: list[str]) -> bool:
+    """True when every input is a Chakra ET with ASTRA-sim's network.yml in its directory
+    (what ``convert --target astra-sim`` and ``chakra generate --target astra-sim`` write)."""
+    from lumos.errors import LumosError
+
+    items: list[str | os.PathLike[str]] = list(paths)
+    try:
+        refs = expand_paths(items)
+    except LumosError:
+        return False
+    return bool(refs) and all(r.kind == "chakra" and r.member is None
+                              and (Path(r.path).parent / "network.yml").is_file() for r in refs)  # fmt: skip
 
 
 def _run_chakra_only(args: argparse.Namespace) -> int:
