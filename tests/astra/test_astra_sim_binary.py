@@ -27,10 +27,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def run_astra_sim(prefix: Path, cwd: Path, timeout_s: float = 300) -> tuple[int, dict[int, int], str]:
+def run_astra_sim(prefix: Path, cwd: Path, configs: Path | None = None,
+                  timeout_s: float = 300) -> tuple[int, dict[int, int], str]:  # fmt: skip
     """``(exit code, rank -> finish cycles (= ns), output)`` of ASTRA-sim on ``prefix``'s ETs
-    with the configs beside them."""
-    d = prefix.parent
+    with the configs in ``configs`` (default: beside them)."""
+    d = prefix.parent if configs is None else configs
     cmd = [os.environ[ENV_VAR], f"--workload-configuration={prefix}",
            f"--system-configuration={d / 'system.json'}",
            f"--remote-memory-configuration={d / 'remote_memory.json'}",
@@ -74,7 +75,7 @@ def test_default_demo_set_does_not_complete_where_check_says_so(demo_default, tm
     assert not check_astra(by_rank(demo_default)).ok
     from lumos.cost.astra_files import AstraNetwork, write_astra_configs
 
-    write_astra_configs(AstraNetwork(npus=2, bw_bytes_per_s=10e9, latency_ns=1000),
-                        demo_default.parent)  # fmt: skip
-    rc, finish, out = run_astra_sim(demo_default, tmp_path)
-    assert rc != 0 or len(finish) < 2, out[-2000:]
+    write_astra_configs(AstraNetwork(npus=2, bw_bytes_per_s=10e9, latency_ns=1000), tmp_path)
+    rc, finish, out = run_astra_sim(demo_default, tmp_path, tmp_path)
+    assert rc != 0 and not finish, out[-2000:]
+    assert "Invalid node_type" in out  # the METADATA node: the statistics layer's assertion
