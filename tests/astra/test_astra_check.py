@@ -151,3 +151,20 @@ def test_comm_on_cpu_and_metadata_are_errors_without_a_real_set(typ):
     rep = check_astra({0: b.build()})
     assert {"metadata_node", "comm_on_cpu"} <= set(rep.counts())
     assert np.all([p.severity == "error" for _, p in rep.problems if p.kind != "stall"])
+
+
+def _custom_ring() -> dict[int, ChakraTrace]:
+    from tests.realdata import astra_custom, realdata
+
+    return by_rank(realdata(astra_custom()) / "custom_allreduce")
+
+
+def test_real_p2p_set_passes_and_a_changed_tag_is_unmatched():
+    traces = _custom_ring()  # ASTRA-sim's MSCCL ring all-reduce: 14 sends, 14 receives a rank
+    assert check_astra(traces).ok
+    recv = int(traces[2].node_id[traces[2].node_type == NodeType.COMM_RECV_NODE][0])
+    traces[2] = _edit(traces[2], lambda n: _with_attr(n, "comm_tag", 999) if n.id == recv
+                      else n)  # fmt: skip
+    rep = check_astra(traces)
+    assert rep.counts()["unmatched_p2p"] == 2  # that receive, and the send it no longer matches
+    assert rep.counts()["stall"] >= 1

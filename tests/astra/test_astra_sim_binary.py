@@ -79,3 +79,15 @@ def test_default_demo_set_does_not_complete_where_check_says_so(demo_default, tm
     rc, finish, out = run_astra_sim(demo_default, tmp_path, tmp_path)
     assert rc != 0 and not finish, out[-2000:]
     assert "Invalid node_type" in out  # the METADATA node: the statistics layer's assertion
+
+
+def test_real_p2p_set_matches_astra_sim(tmp_path):
+    from tests.realdata import astra_custom, realdata
+
+    from lumos.cost.astra_files import AstraNetwork, write_astra_configs
+
+    write_astra_configs(AstraNetwork(npus=8, bw_bytes_per_s=50 * 2**30, latency_ns=500,
+                                     chunks=4), tmp_path)  # fmt: skip
+    prefix = realdata(astra_custom()) / "custom_allreduce"
+    rc, finish, out = run_astra_sim(prefix, tmp_path, tmp_path)
+    assert rc == 0 and set(finish.values()) == {90_174}, out[-2000:]

@@ -174,3 +174,15 @@ def test_cli_convert_target_astra_sim(tmp_path, capsys):
     assert main(["convert", str(trace("dlrm_kineto_8rank")), "-o", str(out),
                  "--target", "astra-sim", "--compat", "upstream"]) == 1  # fmt: skip
     assert "no --compat" in capsys.readouterr().err
+
+
+def test_chakra_only_replay_of_a_real_p2p_set_gives_astra_sims_time(tmp_path):
+    from tests.realdata import astra_custom, realdata
+
+    net = AstraNetwork(npus=8, bw_bytes_per_s=50 * 2**30, latency_ns=500, chunks=4)
+    write_astra_configs(net, tmp_path)
+    doc = replay_chakra_only([realdata(astra_custom()) / "custom_allreduce"],
+                             network_dir=str(tmp_path))  # fmt: skip
+    # 90,174 ns: what ASTRA-sim's analytical (congestion-unaware) binary reports for these
+    # files with these configs (tests/astra/test_astra_sim_binary.py checks it where it runs)
+    assert {r["finish_ns"] for r in doc["ranks"]} == {90_174}
