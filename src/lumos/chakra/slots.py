@@ -28,6 +28,12 @@ Deviations, small by construction: nodes released by an instant (METADATA) finis
 in the same pass rather than at the next event; events at the same time are processed rank by
 rank in order. A node that would make ASTRA-sim abort (a communication node on the CPU, a
 collective type ASTRA-sim does not implement) is counted in ``diagnostics`` and never ends.
+
+Against ASTRA-sim's analytical congestion-unaware binary (built from its public sources;
+``LUMOS_ASTRA_SIM=... pytest tests/astra/test_astra_sim_binary.py``), per-rank finish times
+agree exactly on the four 8-NPU microbenchmarks and on its custom ring all-reduce (sends and
+receives), and within 0.12 % on the 8-rank DLRM and 2-rank demo sets, default or
+``--target astra-sim``.
 """
 
 from __future__ import annotations
