@@ -32,8 +32,8 @@ collective type ASTRA-sim does not implement) is counted in ``diagnostics`` and 
 Against ASTRA-sim's analytical congestion-unaware binary (built from its public sources;
 ``LUMOS_ASTRA_SIM=... pytest tests/astra/test_astra_sim_binary.py``), per-rank finish times
 agree exactly on the four 8-NPU microbenchmarks and on its custom ring all-reduce (sends and
-receives), and within 0.12 % on the 8-rank DLRM and 2-rank demo sets, default or
-``--target astra-sim``.
+receives) and on the 2-rank demo's ``--target astra-sim`` set, and within 0.12 % on the
+8-rank DLRM sets (default, ``--compat upstream``, ``--target astra-sim``).
 """
 
 from __future__ import annotations
