@@ -23,10 +23,15 @@ simulator.)
 Delay nodes (default on, except with ``compat="upstream"``): each positive edge delay (CPU
 overhead between ops, launch latency) is also written as a synthetic ``delay:<kind>`` COMP node
 on its dependency (:mod:`lumos.chakra.mapping_delay`). Chakra has no field for delays, so
-without them a consumer that honours only ``data_deps`` and ``duration_micros`` (ASTRA-sim)
-replays every gap as 0: on the replay test traces its run time fell 17-78 % short; with
-them it lands within 1 % of lumos's replay. lumos itself reads the exact delays either way
-(``from_chakra`` drops the synthetic nodes). ``delay_nodes=False`` (``--no-delay-nodes``)
+without them a consumer that honours only the dependencies and ``duration_micros`` replays
+every gap as 0. They are for dependency-driven consumers: ASTRA-sim runs each NPU's nodes on one
+CPU, one compute and one communication slot, so delay nodes of several threads queue behind
+each other there and these files do not reproduce lumos's replay in it (the 8-rank DLRM run
+finishes 23-27 % early there, measured with its analytical binary; a run with process groups
+or host-side collectives does not finish at all: METADATA node, collectives on the CPU);
+``lumos convert --target astra-sim``
+(:mod:`lumos.convert_astra`) writes files that do. lumos itself reads the exact delays either
+way (``from_chakra`` drops the synthetic nodes). ``delay_nodes=False`` (``--no-delay-nodes``)
 writes only the task nodes.
 """
 

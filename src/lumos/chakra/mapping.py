@@ -26,8 +26,8 @@ Host-side collectives (``CPU_COMM``, e.g. gloo) are COMM_COLL with ``is_cpu_op``
 attributes ``dur_ns`` and ``ts_ns``. Per node: ``lumos_kind`` (TaskKind), ``lumos_proc``
 (processor row), ``lumos_order``, and when not -1 ``lumos_event_idx`` and ``lumos_comm_idx``.
 
-Dependencies: Chakra says only "after". ASTRA-sim's feeder enforces ``data_deps`` (its
-default resolver ignores ``ctrl_deps``) and runs independent nodes concurrently, so EVERY edge
+Dependencies: Chakra says only "after". ASTRA-sim's feeder (v3) enforces ``data_deps`` and
+``ctrl_deps`` alike and runs independent nodes concurrently (one per slot), so EVERY edge
 of ours, same-processor order included, becomes a ``data_dep`` of its destination: each
 predecessor id once (the upstream feeder removes one occurrence per finished parent, so a
 repeated id would never clear). ``ctrl_deps`` stay empty. Runtime waits (stream / device / event

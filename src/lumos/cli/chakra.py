@@ -1,4 +1,5 @@
-"""``lumos chakra <tool>``: validate, jsonize, stats, visualize, timeline, text2et, generate.
+"""``lumos chakra <tool>``: validate, check, jsonize, stats, visualize, timeline, text2et,
+generate.
 
 Thin: each tool parses its options, calls :mod:`lumos.chakra` and writes its output
 atomically. Inputs are one ``.et`` file (plain or gzip) or, where it makes sense, a directory
@@ -87,6 +88,39 @@ def _validate(args: argparse.Namespace) -> int:
                 left = ", ".join(f"{k} {v}" for k, v in remaining.counts().items())
                 print(f"  still present (needs a human decision): {left}")
     return 1 if failed else 0
+
+
+def _network_for(args: argparse.Namespace, first: ChakraTrace) -> object | None:
+    """``--network DIR``, else the ETs' own directory when it holds network.yml (else None)."""
+    from lumos.cost.astra_files import read_astra_network
+
+    if getattr(args, "network", None):
+        return read_astra_network(args.network)
+    here = Path(first.path).parent if first.path else None
+    if here is not None and (here / "network.yml").is_file():
+        return read_astra_network(here)
+    return None
+
+
+def _check(args: argparse.Namespace) -> int:
+    from lumos.chakra.astra_check import check_astra
+
+    if not args.astra_sim:
+        raise ConfigError("say which consumer to check for: --astra-sim")
+    traces = _traces(args.path)
+    by_rank = {t.rank if t.rank is not None else i: t for i, t in enumerate(traces)}
+    network = _network_for(args, traces[0])
+    report = check_astra(by_rank, network)  # type: ignore[arg-type]
+    status = "ok" if report.ok else "WILL NOT COMPLETE"
+    print(f"{args.path}: {len(by_rank)} rank(s), ASTRA-sim: {status}")
+    for kind, n in report.counts().items():
+        shown = [(r, p) for r, p in report.problems if p.kind == kind]
+        print(f"  {shown[0][1].severity:7s} {kind}: {n}")
+        for r, p in shown[: args.show]:
+            who = "" if r < 0 else f"rank {r} "
+            who += "" if p.node_id is None else f"node id {p.node_id}: "
+            print(f"           {who}{p.detail}")
+    return 0 if report.ok else 1
 
 
 def _jsonize(args: argparse.Namespace) -> int:
@@ -187,6 +221,15 @@ def _generate(args: argparse.Namespace) -> int:
     )
     files = write_chakra(w, prefix)
     print(f"wrote {len(files)} files under {prefix.parent}")
+    if args.target == "astra-sim":
+        from lumos.cost.astra_files import AstraNetwork, write_astra_configs
+
+        net = AstraNetwork(npus=args.num_npus, bw_bytes_per_s=args.bandwidth * 2**30,
+                           latency_ns=args.latency, chunks=args.chunks,
+                           endpoint_delay_ns=args.endpoint_delay,
+                           local_mem_bw_bytes_per_s=args.local_mem_bw * 1e9)  # fmt: skip
+        names = ", ".join(p.name for p in write_astra_configs(net, prefix.parent))
+        print(f"wrote {names} beside them (ASTRA-sim analytical backend)")
     return 0
 
 
@@ -205,6 +248,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--show", type=int, default=3, help="examples shown per problem kind (default 3)"
     )
     v.set_defaults(func=_validate)
+
+    k = tools.add_parser(
+        "check", help="what makes a consumer abort or stall on a set of ETs (--astra-sim)"
+    )
+    k.add_argument("path", help="directory or <prefix> of rank files (or one .et)")
+    k.add_argument("--astra-sim", action="store_true",
+                   help="check for ASTRA-sim (analytical backend, feeder v3); exit 1 on errors")
+    k.add_argument("--network", metavar="DIR",
+                   help="directory with network.yml and system.json (default: beside the ETs)")
+    k.add_argument("--show", type=int, default=3, help="examples per problem kind (default 3)")
+    k.set_defaults(func=_check)
 
     j = tools.add_parser("jsonize", help="metadata and nodes as valid JSON (or JSON Lines)")
     j.add_argument("path")
@@ -258,4 +312,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=".",
         help="writes <dir>/<coll>_<N>npus_<size>/<coll>.<rank>.et",
     )
+    m.add_argument("--target", choices=("astra-sim",), default=None,
+                   help="also write network.yml, system.json, remote_memory.json beside the ETs")
+    m.add_argument("--bandwidth", type=float, default=50.0,
+                   help="with --target: link GB/s (ASTRA-sim's 2^30 bytes; default 50)")
+    m.add_argument("--latency", type=float, default=500.0, help="link latency ns (default 500)")
+    m.add_argument("--chunks", type=int, default=4, help="preferred dataset splits (default 4)")
+    m.add_argument("--endpoint-delay", type=int, default=10, help="ns (default 10)")
+    m.add_argument("--local-mem-bw", type=float, default=50.0,
+                   help="GB/s of 10^9 bytes (default 50)")  # fmt: skip
     m.set_defaults(func=_generate, out_kind="dir")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from lumos.cli._progress import progress_bar
@@ -37,6 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="REGEX=FACTOR",
         help="multiply the duration of tasks whose name matches REGEX (repeatable)",
     )
+    p.add_argument("--chakra-only", action="store_true",
+                   help="replay Chakra ETs as ASTRA-sim runs them: Chakra fields only, one CPU, "
+                   "one compute and one communication slot per rank, collectives on the network "
+                   "of network.yml/system.json (beside the ETs, or --network)")  # fmt: skip
+    p.add_argument("--network", metavar="DIR", default=None,
+                   help="with --chakra-only: directory with ASTRA-sim's network.yml and "
+                   "system.json")  # fmt: skip
     p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
     p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
     p.set_defaults(func=run, out_kind="dir")
@@ -44,6 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Replay, print the table, write the outputs."""
+    if getattr(args, "chakra_only", False):
+        return _run_chakra_only(args)
+    if _beside_astra_configs(args.paths) and not (args.without or args.scale):
+        print("ASTRA-sim configs (network.yml) lie beside these Chakra ETs: replaying them as "
+              "ASTRA-sim does (--chakra-only)")  # fmt: skip
+        return _run_chakra_only(args)
     without = tuple(w.strip() for w in args.without.split(",") if w.strip())
     scale = parse_scale(args.scale)
     n = len(expand_paths(args.paths))
@@ -56,6 +71,42 @@ def run(args: argparse.Namespace) -> int:
     print(format_replay(rep.to_dict(), verbose=bool(getattr(args, "verbose", False))))
     print(f"wrote {paths['replay']}, {paths['perfetto']}, {paths['sm_util']}")
     return 0
+
+
+def _beside_astra_configs(paths: list[str]) -> bool:
+    """True when every input is a Chakra ET with ASTRA-sim's network.yml in its directory
+    (what ``convert --target astra-sim`` and ``chakra generate --target astra-sim`` write)."""
+    from lumos.errors import LumosError
+
+    items: list[str | os.PathLike[str]] = list(paths)
+    try:
+        refs = expand_paths(items)
+    except LumosError:
+        return False
+    return bool(refs) and all(r.kind == "chakra" and r.member is None
+                              and (Path(r.path).parent / "network.yml").is_file() for r in refs)  # fmt: skip
+
+
+def _run_chakra_only(args: argparse.Namespace) -> int:
+    from lumos.errors import ConfigError
+    from lumos.replay_chakra import replay_chakra_only, write_chakra_replay
+
+    if args.without or args.scale:
+        raise ConfigError("--chakra-only replays the ETs as they are: no --without or --scale")
+    doc = replay_chakra_only(args.paths, network_dir=args.network)
+    net = doc["network"]
+    print("chakra-only replay (ASTRA-sim semantics); network: " + (
+        "none (collectives last their duration_micros)" if net is None else
+        f"ring of {net['npus']}, {net['bw_bytes_per_s'] / 1e9:.3f} GB/s, "
+        f"{net['latency_ns']} ns"))  # fmt: skip
+    for r in doc["ranks"]:
+        fin = r["finish_ns"]
+        print(f"  rank {r['rank']:>4}  finish " + ("STALLED" if fin is None else f"{fin:,} ns"))
+    for s in doc["stalls"][:5]:
+        print(f"  stall: {s}")
+    path = write_chakra_replay(doc, args.out)
+    print(f"wrote {path}")
+    return 0 if doc["completed"] else 1
 
 
 def _ms(ns: float | None) -> str:
