@@ -23,7 +23,7 @@ def test_estimate_lands_within_ten_percent_of_the_measured_target(name, sets):
     pair = PAIRS[name]
     workload, _ = build_workload([str(DATA / name)])
     est = estimate(workload, [parse_scenario(sets)])
-    base, target = est.rows
+    _, target = est.rows
     measured = pair["target"]["median_ms"] * 1e6
     unchanged = pair["baseline"]["median_ms"] * 1e6
     # the pair is a real change: guessing "unchanged" is far off...
