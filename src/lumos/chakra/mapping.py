@@ -566,11 +566,16 @@ def workload_from_chakra(data: ChakraWorkload | ChakraTrace) -> Workload:
 def graph_differences(a: ExecGraph, b: ExecGraph) -> list[str]:
     """Names of the parts of ``a`` and ``b`` that differ (empty: same tables and fields).
 
-    Diagnostics are not compared (they describe how a graph was made, not what it is).
+    Diagnostics are not compared (they describe how a graph was made, not what it is), nor are
+    the recorded shapes (``dims``, ``task_dims_idx``, the spans' ``dims_idx``): the what-if
+    edits read them from the source trace, and the ET mapping does not carry them.
     """
     out = []
     for name in ("names", "processors", "tasks", "edges", "waits", "annotations", "comms",
                  "process_groups", "rank", "world_size"):  # fmt: skip
-        if getattr(a, name) != getattr(b, name):
+        x, y = getattr(a, name), getattr(b, name)
+        if name == "annotations":
+            x, y = (t.replace(dims_idx=np.full(len(t), -1, dtype=np.int32)) for t in (x, y))
+        if x != y:
             out.append(name)
     return out
