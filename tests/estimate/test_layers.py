@@ -24,10 +24,11 @@ def example():
 
 
 def test_find_repeat_known_answers():
-    assert find_repeat(np.array([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 8])) == (1, 3, 3)
-    assert find_repeat(np.array([1, 2, 3, 4, 5, 6, 7]))[2] == 0
-    # periods below MIN_PERIOD (3) are not layers
-    assert find_repeat(np.array([1, 2, 1, 2, 1, 2]))[2] == 0
+    assert find_repeat(np.array([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 8]), min_period=3) == (1, 3, 3)
+    assert find_repeat(np.array([1, 2, 3, 4, 5, 6, 7]), min_period=3)[2] == 0
+    # periods below the minimum are not layers
+    assert find_repeat(np.array([1, 2, 1, 2, 1, 2]), min_period=3)[2] == 0
+    assert find_repeat(np.array([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 8]))[2] == 0  # MIN_PERIOD 8
     # one op in 30 differing (in-place accumulation) does not split the repeat
     block = list(range(30))
     other = [*block[:15], 99, *block[16:]]
@@ -36,13 +37,13 @@ def test_find_repeat_known_answers():
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.lists(st.integers(0, 50), min_size=4, max_size=12),
+    st.lists(st.integers(0, 50), min_size=4, max_size=14),
     st.integers(2, 6),
     st.lists(st.integers(100, 120), max_size=5),
 )
 def test_find_repeat_finds_planted_blocks(block, count, noise):
     """A block of distinct-enough ops repeated ``count`` times is found with its full cover."""
-    block = [*block, 1000, 1001, 1002]  # a tail that appears nowhere else
+    block = [*block, 1000, 1001, 1002, 1003]  # a tail that appears nowhere else
     seq = np.array([*noise, *(block * count), 2000])
     _, period, found = find_repeat(seq)
     assert period * found >= len(block) * count

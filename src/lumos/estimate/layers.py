@@ -45,7 +45,8 @@ __all__ = [
     "marked",
 ]
 
-MIN_PERIOD = 3
+#: A layer runs at least this many ops (a loop over a few tensors is not a layer).
+MIN_PERIOD = 8
 MIN_SHARE = 0.05
 #: Blocks of one repeat may differ in this share of their ops (substitutions only).
 MISMATCH_SHARE = 0.04
@@ -331,7 +332,10 @@ def marked(
 
 
 def _summarize(groups: list[Group]) -> LayerMap:
-    layer_counts = [g.count for g in groups if g.level == "layer"]
+    # the forward decides: backward and optimizer repeats may be split differently
+    layer_counts = [g.count for g in groups if g.level == "layer" and g.phase == "forward"] or [
+        g.count for g in groups if g.level == "layer"
+    ]
     mb_counts = [g.count for g in groups if g.level == "microbatch"]
     num_layers = _mode(layer_counts)
     how = "repeated op sequence (names and Input Dims)" if groups else "no repeated layers found"
