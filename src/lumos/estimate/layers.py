@@ -121,12 +121,31 @@ def find_repeat(seq: NDArray[np.int64], min_period: int = MIN_PERIOD) -> tuple[i
     >>> find_repeat(np.array([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 8]))
     (1, 3, 3)
     """
-    start, period, count = _best_repeat(np.ascontiguousarray(seq, dtype=np.int64), min_period)
+    seq = np.ascontiguousarray(seq, dtype=np.int64)
+    start, period, count = _best_repeat(seq, _candidate_periods(seq, min_period))
     return int(start), int(period), int(count)
 
 
+def _candidate_periods(seq: NDArray[np.int64], min_period: int) -> NDArray[np.int64]:
+    """Periods worth scanning: distances between consecutive occurrences of one symbol that
+    recur at least 3 times. A layer has ops that run once per layer (its QKV product, with
+    its shapes), and each of them recurs at exactly the period; a loop over tensors does not
+    make a distance recur unless it repeats too."""
+    n = len(seq)
+    if n < 2 * max(min_period, 1):
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((np.arange(n), seq))
+    same = seq[order[1:]] == seq[order[:-1]]
+    dist = (order[1:] - order[:-1])[same]
+    dist = dist[(dist >= max(min_period, 1)) & (dist <= n // 2)]
+    if not len(dist):
+        return np.zeros(0, dtype=np.int64)
+    vals, counts = np.unique(dist, return_counts=True)
+    return vals[counts >= min(3, int(counts.max()))].astype(np.int64)
+
+
 @numba.njit(cache=True, nogil=True)
-def _best_repeat(seq: NDArray[np.int64], min_period: int) -> tuple[int, int, int]:
+def _best_repeat(seq: NDArray[np.int64], periods: NDArray[np.int64]) -> tuple[int, int, int]:
     # O(n^2 / 2): for each period p, the longest run where seq[i] == seq[i + p] but for at
     # most MISMATCH_SHARE of any p consecutive positions (one op accumulating a gradient
     # in place where its neighbour assigns it must not split a layer)
@@ -134,7 +153,7 @@ def _best_repeat(seq: NDArray[np.int64], min_period: int) -> tuple[int, int, int
     best = (0, 0, 0)
     best_cover = 0
     cum = np.zeros(n + 1, dtype=np.int64)
-    for p in range(max(min_period, 1), n // 2 + 1):
+    for p in periods:
         m = n - p
         budget = max(1, int(p * MISMATCH_SHARE))
         for i in range(m):

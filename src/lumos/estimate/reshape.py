@@ -114,7 +114,9 @@ def reshape_workload(
     if any(base.values.get(k) != v for k, v in shape_changes.items()):
         old_dims = base.dims()
         new_dims = _new_dims(old_dims, shape_changes)
-        model = fit_shape_model(list(workload.graphs))
+        model = workload._cache.get("shape_model")
+        if model is None:
+            model = workload._cache["shape_model"] = fit_shape_model(list(workload.graphs))
         retimed, stats_all = [], {"retimed": 0, "kept_no_shapes": 0, "ambiguous_dims": 0}
         for g, lm in zip(graphs, maps, strict=True):
             layer = lm.task_layer(g.num_tasks)

@@ -199,24 +199,23 @@ def fit_shape_model(graphs: list[ExecGraph]) -> ShapeModel:
             continue
         dec = decoded_dims(g)
         a = g.annotations
-        for i in np.flatnonzero(a.dims_idx >= 0).tolist():
-            d = dec[a.dims_idx[i]]
-            name = g.names[a.name_idx[i]]
+        spans = np.flatnonzero(a.dims_idx >= 0)
+        tasks = np.flatnonzero(g.task_dims_idx >= 0)
+        name_idx = np.concatenate([a.name_idx[spans], g.tasks.name_idx[tasks]]).astype(np.int64)
+        dims_idx = np.concatenate([a.dims_idx[spans], g.task_dims_idx[tasks]]).astype(np.int64)
+        dur = np.concatenate([a.dur_ns[spans], g.tasks.dur_ns[tasks]]).astype(np.float64)
+        is_task = np.concatenate([np.zeros(len(spans), bool), np.ones(len(tasks), bool)])
+        key = name_idx * (len(g.dims) + 1) + dims_idx
+        uniq, inv = np.unique(key, return_inverse=True)
+        for k, u in enumerate(uniq.tolist()):
+            name, d = g.names[u // (len(g.dims) + 1)], dec[u % (len(g.dims) + 1)]
+            sel = inv == k
             w = work_of(name, d) if d is not None else 0.0
-            if w > 0:
-                by_name.setdefault(name, []).append((w, float(a.dur_ns[i])))
-        idx = g.task_dims_idx
-        for t in np.flatnonzero(idx >= 0).tolist():
-            d = dec[idx[t]]
-            if d is None:
-                continue
-            name = g.task_name(t)
-            w = work_of(name, d)
             if w <= 0:
                 if _NO_DATA.search(name):
-                    views.append(float(g.tasks.dur_ns[t]))
+                    views += dur[sel & is_task].tolist()
                 continue
-            by_name.setdefault(name, []).append((w, float(g.tasks.dur_ns[t])))
+            by_name.setdefault(name, []).extend((w, x) for x in dur[sel].tolist())
     model = ShapeModel(floor_ns=float(np.median(views)) if views else 0.0)
     for name, pts in by_name.items():
         arr = np.asarray(pts)
@@ -240,13 +239,47 @@ def _line(x: NDArray[np.float64], y: NDArray[np.float64]) -> tuple[float, float]
     return float(max(a, 0.0)), float(max(c, 0.0))
 
 
+def _ratios(
+    g: ExecGraph,
+    name_idx: NDArray[np.int64],
+    dims_idx: NDArray[np.int64],
+    inside: NDArray[np.bool_],
+    base_ns: NDArray[np.int64],
+    mapper: _Mapper,
+    model: ShapeModel,
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """New-over-old time of each op (1 where it cannot tell), and which ops had data to scale.
+    Work is computed once per distinct (name, shapes, inside a layer)."""
+    dec = decoded_dims(g)
+    key = (name_idx * (len(g.dims) + 1) + dims_idx) * 2 + inside
+    uniq, inv = np.unique(key, return_inverse=True)
+    w_old = np.zeros(len(uniq))
+    w_new = np.zeros(len(uniq))
+    names: list[str] = []
+    for k, u in enumerate(uniq.tolist()):
+        ins, rest = bool(u % 2), u // 2
+        name, d = g.names[rest // (len(g.dims) + 1)], dec[rest % (len(g.dims) + 1)]
+        names.append(name)
+        if d is None:
+            continue
+        w_old[k] = work_of(name, d)
+        if w_old[k] > 0:
+            w_new[k] = work_of(name, map_dims(name, d, mapper, ins))
+    ratio = np.ones(len(name_idx))
+    has = w_old[inv] > 0
+    for i in np.flatnonzero(has).tolist():
+        k = int(inv[i])
+        b = float(base_ns[i])
+        ratio[i] = model.scaled(names[k], b, w_old[k], w_new[k]) / b if b > 0 else 1.0
+    return ratio, has
+
+
 def retime(
     g: ExecGraph,
     old: Dims,
     new: Dims,
     model: ShapeModel,
     inside_layer: NDArray[np.bool_],
-    counts: Mapping[str, int] | None = None,
 ) -> tuple[NDArray[np.int64], dict[str, int]]:
     """New durations of ``g``'s tasks for configuration ``new``, and counts of what happened
     (``retimed``, ``kept_no_shapes``, ``kept_no_data``, ``ambiguous_dims``)."""
@@ -255,34 +288,16 @@ def retime(
     if g.task_dims_idx is None:
         stats["kept_no_shapes"] = g.num_tasks
         return dur, stats
-    dec = decoded_dims(g)
+    dims = g.task_dims_idx.astype(np.int64)
+    with_dims = np.flatnonzero(dims >= 0)
+    stats["kept_no_shapes"] = g.num_tasks - len(with_dims)
     mapper = _Mapper(old, new)
-    idx = g.task_dims_idx
-    cache: dict[tuple[int, int, bool], float] = {}
-    for t in range(g.num_tasks):
-        di = int(idx[t])
-        if di < 0 or dec[di] is None:
-            stats["kept_no_shapes"] += 1
-            continue
-        name = g.task_name(t)
-        key = (int(g.tasks.name_idx[t]), di, bool(inside_layer[t]))
-        ratio = cache.get(key)
-        if ratio is None:
-            d = dec[di]
-            assert d is not None
-            w_old = work_of(name, d)
-            if w_old <= 0:
-                ratio = -1.0
-            else:
-                w_new = work_of(name, map_dims(name, d, mapper, bool(inside_layer[t])))
-                ratio = (w_old, w_new)  # type: ignore[assignment]
-            cache[key] = ratio  # type: ignore[assignment]
-        if ratio == -1.0:
-            stats["kept_no_data"] += 1
-            continue
-        w_old, w_new = ratio  # type: ignore[misc]
-        dur[t] = round(model.scaled(name, float(dur[t]), w_old, w_new))
-        stats["retimed"] += 1
+    ratio, has = _ratios(g, g.tasks.name_idx[with_dims].astype(np.int64), dims[with_dims],
+                         inside_layer[with_dims], dur[with_dims], mapper, model)  # fmt: skip
+    sel = with_dims[has]
+    dur[sel] = np.rint(dur[sel] * ratio[has]).astype(np.int64)
+    stats["retimed"] = int(has.sum())
+    stats["kept_no_data"] = int((~has).sum())
     stats["ambiguous_dims"] = mapper.ambiguous
     return dur, stats
 
@@ -293,36 +308,55 @@ def retime_spans(
     """New intra-thread delays of ``g``: the untraced time of a parent op (an ``aten::addmm``
     whose children are only ``expand`` and ``copy_``: the product itself runs between them)
     scaled like the op. Each delay belongs to the innermost op with shapes around it (by the
-    middle of its recorded gap). Returns the delays (one per edge) and how many changed."""
+    middle of its recorded gap; ops nest like a call stack). Returns the delays (one per edge)
+    and how many changed."""
     e, t, a = g.edges, g.tasks, g.annotations
     delay = e.delay_ns.copy()
     intra = np.flatnonzero(e.kind == int(DepKind.INTRA_THREAD))
     if not len(intra) or g.task_dims_idx is None:
         return delay, 0
-    dec = decoded_dims(g)
+    spans = np.flatnonzero((a.kind == int(AnnotationKind.USER)) & (a.dims_idx >= 0) & (a.dur_ns > 0))
+    if not len(spans):
+        return delay, 0
+    first = a.first_task_idx[spans]
+    inside = (first >= 0) & (task_layer[np.maximum(first, 0)] >= 0)
+    ratio, _ = _ratios(g, a.name_idx[spans].astype(np.int64), a.dims_idx[spans].astype(np.int64),
+                       inside, a.dur_ns[spans], _Mapper(old, new), model)  # fmt: skip
     mid = (t.ts_ns[e.src[intra]] + t.dur_ns[e.src[intra]] + t.ts_ns[e.dst[intra]]) // 2
     proc = t.processor_idx[e.src[intra]]
     owner_ratio = np.ones(len(intra))
-    depth = np.full(len(intra), np.iinfo(np.int64).max)
-    mapper = _Mapper(old, new)
-    spans = np.flatnonzero((a.kind == int(AnnotationKind.USER)) & (a.dims_idx >= 0))
-    for i in spans[np.argsort(-a.dur_ns[spans], kind="stable")].tolist():
-        d = dec[a.dims_idx[i]]
-        name = g.names[a.name_idx[i]]
-        if d is None or a.dur_ns[i] <= 0:
-            continue
-        w_old = work_of(name, d)
-        if w_old <= 0:
-            continue
-        first = int(a.first_task_idx[i])
-        inside = first >= 0 and task_layer[first] >= 0
-        w_new = work_of(name, map_dims(name, d, mapper, inside))
-        base = float(a.dur_ns[i])
-        ratio = model.scaled(name, base, w_old, w_new) / base
-        hit = (proc == a.processor_idx[i]) & (mid >= a.ts_ns[i]) & (mid < a.ts_ns[i] + a.dur_ns[i])
-        hit &= depth >= a.dur_ns[i]
-        owner_ratio[hit] = ratio
-        depth[hit] = a.dur_ns[i]
+    for p in np.unique(a.processor_idx[spans]).tolist():
+        on_p = spans[a.processor_idx[spans] == p]
+        r_p = ratio[a.processor_idx[spans] == p]
+        order = np.lexsort((-a.dur_ns[on_p], a.ts_ns[on_p]))  # by start, outer first
+        s0 = a.ts_ns[on_p][order]
+        s1 = s0 + a.dur_ns[on_p][order]
+        r_p = r_p[order]
+        parent = _parents(s0, s1)
+        sel = np.flatnonzero(proc == p)
+        k = np.searchsorted(s0, mid[sel], side="right") - 1
+        # walk up from the latest-starting span to the first one that contains the point
+        for _ in range(64):
+            out = (k >= 0) & (s1[np.maximum(k, 0)] <= mid[sel])
+            if not out.any():
+                break
+            k = np.where(out, parent[np.maximum(k, 0)], k)
+        hit = k >= 0
+        owner_ratio[sel[hit]] = r_p[k[hit]]
     changed = owner_ratio != 1.0
     delay[intra[changed]] = np.rint(delay[intra[changed]] * owner_ratio[changed]).astype(np.int64)
     return delay, int(changed.sum())
+
+
+def _parents(s0: NDArray[np.int64], s1: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Enclosing span of each span (sorted by start, outer first), -1 at the top."""
+    parent = np.full(len(s0), -1, dtype=np.int64)
+    stack: list[int] = []
+    ends = s1.tolist()
+    for i, start in enumerate(s0.tolist()):
+        while stack and ends[stack[-1]] <= start:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
