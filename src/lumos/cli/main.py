@@ -32,6 +32,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "report",
     "info",
     "replay",
+    "analyze",
+    "diff",
     "estimate",
     "layers",
     "link",
