@@ -15,7 +15,9 @@ import pytest
 from tests.realdata import trace
 
 from lumos.cli.main import main
+from lumos.cli.replay import format_replay
 from lumos.replay import build_workload, replay
+from lumos.report.table import write_tables
 
 
 @pytest.fixture(scope="module")
@@ -112,24 +114,56 @@ def test_analyze_cli_writes_csv_and_scale_leaves_measured_alone(tmp_path, capsys
     assert "top kernels" in printed and "stream idle ms" in printed
 
 
-def test_stragglers_on_the_8_rank_dlrm(tmp_path):
-    out = tmp_path / "a"
-    assert main(["analyze", str(trace("dlrm_kineto_8rank")), "-o", str(out), "--workers",
-                 "1", "--format", "json"]) == 0  # fmt: skip
-    import json
+@pytest.fixture(scope="module")
+def dlrm():
+    w, _ = build_workload([trace("dlrm_kineto_8rank")], workers=1)
+    rep = replay(w)
+    return rep, rep.analysis()
 
-    doc = json.loads((out / "analysis.json").read_text())
-    late = [r for r in doc["rank_lateness"] if r["view"] == "measured"]
-    assert late[0] == {"view": "measured", "rank": 7, "collectives": 8, "times_last": 5,
-                       "late_ns": 9710000, "max_late_ns": 7624000, "mean_late_ns": 1213750.0}  # fmt: skip
-    st = [r for r in doc["stragglers"] if r["view"] == "measured"]
+
+def test_stragglers_on_the_8_rank_dlrm(dlrm, tmp_path):
+    _, t = dlrm
+    written = write_tables(t, tmp_path, "csv")
+    late = [r for r in _csv(tmp_path / "rank_lateness.csv") if r["view"] == "measured"]
+    assert len(written) == 8
+    assert late[0] == {"view": "measured", "rank": "7", "collectives": "8", "times_last": "5",
+                       "late_ns": "9710000", "max_late_ns": "7624000",
+                       "mean_late_ns": "1213750.0"}  # fmt: skip
+    st = _rows(t, "stragglers", view="measured")
     assert len(st) == 8 * 8
     for c in range(8):
         members = [r for r in st if r["collective"] == c]
         assert sorted(r["rank"] for r in members) == list(range(8))
         assert sum(r["last"] for r in members) == 1
         assert min(r["late_ns"] for r in members) == 0
-    assert sum(r["times_last"] for r in late) == 8
+    assert sum(r["times_last"] for r in _rows(t, "rank_lateness", view="measured")) == 8
+
+
+def test_replay_table_has_critical_path_ops_cross_rank_summary_and_words(dlrm):
+    rep, _ = dlrm
+    text = format_replay(rep.to_dict())
+    assert text.count("top ops on the critical path") == 8
+    assert "measured   slowest rank 1 19.901 ms, fastest rank 7 12.509 ms, spread 7.392 ms" in text
+    # every rank's path starts by waiting for rank 7, whose step begins 7.5 ms late
+    assert "(before ProfilerStep#10) (rank 7)" in text
+    for word in ("exposed", "overlapped", "other =", "delay ="):
+        assert word in text.split("words:")[1]
+
+
+def test_achieved_tflops_and_bandwidth_from_recorded_shapes():
+    """control.json records shapes: aten::mm asked for 1.28 TFLOP over 42.14 ms of kernels
+    (30.4 TFLOPS on the A100's TF32 tensor cores); halving GEMM kernels raises the rate."""
+    w, _ = build_workload([trace("alltoall_4streams")], workers=1)
+    ops = replay(w, scale=(("gemm", 0.5),)).analysis()
+    mm = {r["view"]: r for r in _rows(ops, "ops", op="aten::mm")}
+    assert (mm["measured"]["flops"], mm["measured"]["gpu_ns"]) == (1280556687360, 42140000)
+    assert mm["measured"]["tflops"] == pytest.approx(1280556687360 / 42140000 / 1e3, rel=1e-5)
+    assert mm["predicted"]["tflops"] == pytest.approx(1280556687360 / 22779500 / 1e3, rel=1e-5)
+    copy = _rows(ops, "ops", op="aten::copy_", view="measured")[0]
+    assert (copy["flops"], copy["tflops"], copy["bytes"]) == (0, None, 6913773200)
+    assert copy["gb_per_s"] == pytest.approx(6913773200 / 58771000, rel=1e-5)
+    # ops without shapes leave the rates empty
+    assert all(r["tflops"] is None for r in _rows(ops, "ops", op="aten::add_"))
 
 
 def test_diff_lists_gemm_first_after_halving_gemms(tmp_path, capsys):

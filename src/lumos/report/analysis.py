@@ -41,6 +41,7 @@ from lumos.graph.build_tasks import START
 from lumos.graph.model import (
     COMM_TASK_KINDS,
     GPU_TASK_KINDS,
+    Annotations,
     CommType,
     DepKind,
     ExecGraph,
@@ -127,10 +128,12 @@ def kernels_table(tl: Timeline) -> Table:
 def ops_table(tl: Timeline) -> Table:
     """Per rank and op that launched GPU work, most GPU time first: ``calls`` (op instances
     that launched any), ``kernels``, ``gpu_ns``, ``mean_gpu_ns`` (per call), ``share`` (of the
-    rank's GPU time), ``exposed_ns``. GPU work whose launch is not in the trace is
-    ``(unattributed)``."""
+    rank's GPU time), ``exposed_ns``; where the recorded shapes say what the op computed (see
+    :mod:`lumos.ingest.op_work`): ``flops`` and ``bytes`` of those calls and the rates their
+    GPU time achieved, ``tflops`` and ``gb_per_s`` (empty when unknown). GPU work whose launch
+    is not in the trace is ``(unattributed)``."""
     cols = ("view", "rank", "op", "calls", "kernels", "gpu_ns", "mean_gpu_ns", "share",
-            "exposed_ns")  # fmt: skip
+            "exposed_ns", "flops", "tflops", "bytes", "gb_per_s")  # fmt: skip
     rows: list[tuple[Any, ...]] = []
     for gi, g in enumerate(tl.graphs):
         sel, exposed = _gpu_selection(tl, gi)
@@ -140,15 +143,37 @@ def ops_table(tl: Timeline) -> Table:
         tot = np.bincount(inv, dur, len(keys)).astype(np.int64)
         exp = np.bincount(inv, exposed, len(keys)).astype(np.int64)
         cnt = np.bincount(inv, minlength=len(keys))
-        pairs = np.unique(np.c_[inv, inst[sel]], axis=0) if len(sel) else np.zeros((0, 2))
-        calls = np.bincount(pairs[:, 0].astype(np.int64), minlength=len(keys))
+        pairs, pair_of = np.unique(np.c_[inv, inst[sel]], axis=0, return_inverse=True)
+        pair_ns = np.bincount(pair_of.reshape(-1), dur, len(pairs))
+        calls = np.bincount(pairs[:, 0], minlength=len(keys))
+        work = [_per_op(g.annotations, pairs, pair_ns, col, len(keys)) for col in ("flops", "bytes")]
         all_ns = max(int(tot.sum()), 1)
         label = [g.names[int(k)] if k >= 0 else "(unattributed)" for k in keys.tolist()]
         for k in sorted(range(len(keys)), key=lambda k: (-int(tot[k]), label[k])):
+            (fl, fl_ns), (by, by_ns) = ((int(w[0][k]), int(w[1][k])) for w in work)
             rows.append((tl.view, g.rank, label[k], int(calls[k]), int(cnt[k]), int(tot[k]),
                          int(tot[k]) / max(int(calls[k]), 1), int(tot[k]) / all_ns,
-                         int(exp[k])))  # fmt: skip
+                         int(exp[k]), fl, fl / fl_ns / 1e3 if fl_ns else None, by,
+                         by / by_ns if by_ns else None))  # fmt: skip
     return Table("ops", cols, rows)
+
+
+def _per_op(
+    ann: Annotations, pairs: NDArray[np.int64], pair_ns: NDArray[Any], col: str, n: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Per op: the ``col`` work (flops or bytes) of its calls that know it, and their GPU time.
+    ``pairs`` are ``(op, call)`` with ``pair_ns`` GPU time each; a call below ``len(ann)`` is a
+    span whose work the annotation holds."""
+    call = pairs[:, 1]
+    is_span = (call >= 0) & (call < len(ann))
+    work = np.where(is_span, getattr(ann, col)[np.clip(call, 0, max(len(ann) - 1, 0))], 0)
+    if not len(ann):
+        work = np.zeros(len(pairs), np.int64)
+    known = work > 0
+    return (
+        np.bincount(pairs[:, 0], work, n).astype(np.int64),
+        np.bincount(pairs[:, 0], np.where(known, pair_ns, 0), n).astype(np.int64),
+    )
 
 
 def _binding_edges(g: ExecGraph, s: NDArray[np.int64], e: NDArray[np.int64]) -> NDArray[np.int64]:
