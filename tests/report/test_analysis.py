@@ -139,6 +139,20 @@ def test_stragglers_on_the_8_rank_dlrm(dlrm, tmp_path):
     assert sum(r["times_last"] for r in _rows(t, "rank_lateness", view="measured")) == 8
 
 
+def test_the_recorded_gloo_straggler_is_found_in_both_views():
+    """lumos's own 2-rank gloo recording, where rank 1 straggles (tests/data, PROVENANCE.md):
+    rank 1 arrives last at every all-reduce, 173.5 ms late in total; the replay keeps it."""
+    from pathlib import Path
+
+    run = Path(__file__).parents[1] / "data" / "gloo_ddp_2rank_straggler"
+    w, _ = build_workload([run], workers=1)
+    late = replay(w).analysis()["rank_lateness"].to_dicts()
+    for view in ("measured", "predicted"):
+        r = {x["rank"]: x for x in late if x["view"] == view}
+        assert (r[1]["times_last"], r[1]["late_ns"], r[1]["max_late_ns"]) == (8, 173461026, 48756024)
+        assert (r[0]["times_last"], r[0]["late_ns"]) == (0, 0)
+
+
 def test_replay_table_has_critical_path_ops_cross_rank_summary_and_words(dlrm):
     rep, _ = dlrm
     text = format_replay(rep.to_dict())

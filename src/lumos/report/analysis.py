@@ -53,7 +53,14 @@ from lumos.report.ops import kernel_class, task_ops
 from lumos.report.table import Table
 from lumos.report.timeline import Timeline
 
-__all__ = ["collectives_table", "kernels_table", "ops_table", "steps_table", "streams_table"]
+__all__ = [
+    "collectives_table",
+    "kernels_table",
+    "ops_table",
+    "ready_times",
+    "steps_table",
+    "streams_table",
+]
 
 _GPU = np.array(GPU_TASK_KINDS, np.int8)
 _COMM = np.array(COMM_TASK_KINDS, np.int8)
@@ -186,6 +193,21 @@ def _binding_edges(g: ExecGraph, s: NDArray[np.int64], e: NDArray[np.int64]) -> 
     out = np.full(g.num_tasks, -1, np.int64)
     out[dst[last]] = order[last]
     return out
+
+
+def ready_times(g: ExecGraph, s: NDArray[np.int64], e: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Per task, when it could have started: the latest of its in-edges' ``end(src) + delay``
+    and the end of the task before it on its processor (its start when it has neither, and
+    never after its start). For a collective this is the rank's *arrival*: a simulated
+    collective starts on every rank at the last arrival."""
+    ed = g.edges
+    ready = np.full(g.num_tasks, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(ready, ed.dst, e[ed.src] + ed.delay_ns)
+    _, perm = g.processor_order()
+    same = np.diff(g.tasks.processor_idx[perm]) == 0 if len(perm) else np.zeros(0, bool)
+    prev, nxt = perm[:-1][same], perm[1:][same]
+    ready[nxt] = np.maximum(ready[nxt], e[prev])
+    return np.where(ready == np.iinfo(np.int64).min, s, np.minimum(ready, s))
 
 
 def streams_table(tl: Timeline) -> Table:

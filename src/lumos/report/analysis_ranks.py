@@ -21,6 +21,7 @@ from lumos.report.analysis import (
     collectives_table,
     kernels_table,
     ops_table,
+    ready_times,
     steps_table,
     streams_table,
 )
@@ -47,12 +48,15 @@ _CP_COLS = ("view", "rank", "op", "tasks", "task_ns", "delay_ns", "share")
 def stragglers_table(tl: Timeline) -> Table:
     """Per collective with two or more traced participants and per participant, in collective
     order: ``collective`` (its position among the matched collectives), ``name``, ``pg``,
-    ``seq``, ``rank``, ``arrival_ns`` (from the earliest window start of the ranks),
-    ``late_ns`` (after the earliest arrival), ``last`` (1 for the straggler)."""
+    ``seq``, ``rank``, ``arrival_ns`` (when the rank was ready to start it, see
+    :func:`~lumos.report.analysis.ready_times`; from the earliest window start of the ranks),
+    ``late_ns`` (after the earliest arrival), ``last`` (1 for the straggler: the latest
+    arrival, the first such rank on a tie; none when all arrive at once)."""
     cols = ("view", "collective", "name", "pg", "seq", "rank", "arrival_ns", "late_ns", "last")
     rows: list[tuple[Any, ...]] = []
     groups = tl.workload.collective_groups()
     origin = min(w[0] for w in tl.windows)
+    ready = [ready_times(g, s, e) for g, s, e in zip(tl.graphs, tl.starts, tl.ends, strict=True)]
     n = 0
     for k in range(groups.num_groups):
         lo, hi = int(groups.indptr[k]), int(groups.indptr[k + 1])
@@ -60,9 +64,9 @@ def stragglers_table(tl: Timeline) -> Table:
             continue
         gis = groups.member_graph[lo:hi].tolist()
         tasks = groups.member_task[lo:hi].tolist()
-        arrive = [int(tl.starts[gi][ti]) for gi, ti in zip(gis, tasks, strict=True)]
+        arrive = [int(ready[gi][ti]) for gi, ti in zip(gis, tasks, strict=True)]
         first, latest = min(arrive), max(arrive)
-        last_at = arrive.index(latest)
+        last_at = arrive.index(latest) if latest > first else -1
         g0 = tl.graphs[gis[0]]
         ci = int(g0.tasks.comm_idx[tasks[0]])
         pg = g0.process_group_name(int(g0.comms.pg_idx[ci])) if ci >= 0 else ""

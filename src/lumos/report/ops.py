@@ -63,7 +63,8 @@ def _task_ops(graph: ExecGraph) -> tuple[NDArray[np.int32], NDArray[np.int64]]:
     for k in np.lexsort((lo, -(hi - lo))).tolist():
         at_pos[lo[k] : hi[k]] = spans[k]
     call = at_pos[pos]
-    op = np.where(call >= 0, a.name_idx[np.maximum(call, 0)], -1).astype(np.int32)
+    op = np.full(n, -1, dtype=np.int32)
+    op[call >= 0] = a.name_idx[call[call >= 0]]
     own = np.arange(n, dtype=np.int64) + len(a)
     leaf = t.kind == int(TaskKind.CPU_OP)
     host = np.isin(t.kind, (int(TaskKind.RUNTIME), int(TaskKind.CPU_COMM))) & (op < 0)
