@@ -94,9 +94,10 @@ def check_dask(address: str) -> None:
 def _map_dask(
     fn: Callable[[T], R], items: Sequence[T], address: str, on_done: Callable[[int], None] | None
 ) -> list[R]:
+    client = _client(address)  # first: it says so when dask is missing
     from dask.distributed import as_completed
 
-    with _client(address) as client:
+    with client:
         futures = client.map(fn, list(items), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         for fut in as_completed(futures):

@@ -160,6 +160,8 @@ def test_replay_table_has_critical_path_ops_cross_rank_summary_and_words(dlrm):
     assert "measured   slowest rank 1 19.901 ms, fastest rank 7 12.509 ms, spread 7.392 ms" in text
     # every rank's path starts by waiting for rank 7, whose step begins 7.5 ms late
     assert "(before ProfilerStep#10) (rank 7)" in text
+    # rank 0: 3.289 ms exposed comm recorded, 0.180 ms replayed; the step time matches
+    assert text.count("note: step time matches but exposed comm differs") == 8
     for word in ("exposed", "overlapped", "other =", "delay ="):
         assert word in text.split("words:")[1]
 
@@ -191,6 +193,9 @@ def test_diff_lists_gemm_first_after_halving_gemms(tmp_path, capsys):
     printed = capsys.readouterr().out
     classes = _csv(out / "kernel_classes.csv")
     assert classes[0]["class"] == "gemm"
+    # the README quotes these: 82.692 -> 43.971 ms (-46.8 %)
+    assert (classes[0]["a_ns"], classes[0]["b_ns"], classes[0]["change"]) == (
+        "82692000", "43971000", "-0.468256")  # fmt: skip
     kernels = _csv(out / "kernels.csv")
     assert [r["class"] for r in kernels[:3]] == ["gemm"] * 3
     assert float(kernels[0]["change"]) == pytest.approx(-0.5, abs=1e-4)

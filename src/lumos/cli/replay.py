@@ -190,6 +190,9 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
             lines.append(
                 f"  {label:<22}{_ms(b['measured'][part]):>12}{_ms(b['predicted'][part]):>14}"
             )
+        note = _breakdown_note(s)
+        if note:
+            lines.append(note)
         cp = s.get("critical_path") or {}
         if cp:
             parts = ", ".join(f"{k} {v * 100:.0f}%" for k, v in cp.items() if v >= 0.005)
@@ -207,6 +210,20 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
         lines.extend(_cross_rank_lines(ranks))
     lines.extend(GLOSSARY_LINES)
     return "\n".join(lines)
+
+
+def _breakdown_note(s: dict[str, Any]) -> str:
+    """A line when the step time matches (mean |error| under 2 %) but exposed communication
+    differs by more than a tenth of it: the measured NCCL kernels hold the wait for peers."""
+    e = s["error"]["mean_abs"]
+    b = s["breakdown"]
+    meas, pred = b["measured"]["exposed_comm_ns"], b["predicted"]["exposed_comm_ns"]
+    if e is None or e >= 0.02 or abs(meas - pred) <= 0.1 * max(meas, pred, 1):
+        return ""
+    return ("  note: step time matches but exposed comm differs: a recorded NCCL kernel also "
+            "holds its wait for the other ranks;\n        the replay starts a collective when "
+            "the last rank arrives, so that wait shows as other (idle) time, and SM "
+            "utilization excludes it")  # fmt: skip
 
 
 #: Ops on the critical path printed per rank.

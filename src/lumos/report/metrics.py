@@ -32,6 +32,7 @@ from lumos.graph.build_tasks import MARK, START
 from lumos.graph.model import GPU_TASK_KINDS, DepKind, ExecGraph, ProcessorKind, TaskKind
 from lumos.report.ops import task_ops
 from lumos.report.time_classes import step_time_classes
+from lumos.report.timeline import measured_window, predicted_window
 from lumos.sim import _kernel
 from lumos.sim.result import SimResult
 
@@ -381,12 +382,6 @@ def _not_an_op(g: ExecGraph, task: int) -> str:
 # Everything a replay report shows, in one JSON-ready dict
 
 
-def _step_window(ts: NDArray[np.int64], dur: NDArray[np.int64]) -> tuple[int, int] | None:
-    if not len(ts):
-        return None
-    return int(ts.min()), int((ts + dur).max())
-
-
 #: Ops on the critical path that a replay summary lists per rank.
 CRITICAL_PATH_TOP_OPS = 10
 
@@ -418,21 +413,13 @@ def replay_summary(
     """
     g = result.graphs[gi]
     t = g.tasks
-    a = g.annotations
     steps = result.steps(gi)
-    is_step = np.flatnonzero(a.kind == 0)
     # measured times come from the recording, not from an edited graph (--scale)
     rec = t if recorded is None else recorded.tasks
     rec_s, rec_e = rec.ts_ns, rec.ts_ns + rec.dur_ns
     sim_s, sim_e = result.starts(gi), result.ends(gi)
-    measured = _step_window(a.ts_ns[is_step], a.dur_ns[is_step])
-    lo, hi = result.annotation_spans(gi)
-    has = is_step[a.first_task_idx[is_step] >= 0]
-    predicted = _step_window(lo[has], hi[has] - lo[has])
-    if measured is None:
-        measured = (int(rec_s.min()), int(rec_e.max())) if g.num_tasks else (0, 0)
-    if predicted is None:
-        predicted = (0, int(sim_e.max()) if g.num_tasks else 0)
+    measured = measured_window(g if recorded is None else recorded)
+    predicted = predicted_window(result, gi)
     p = g.processors
     streams = np.flatnonzero(p.kind == ProcessorKind.STREAM)
     device = int(p.device[streams].min()) if len(streams) else -1
