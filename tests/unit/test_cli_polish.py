@@ -24,7 +24,7 @@ def test_workers_must_be_positive(value, tmp_path, capsys):
     assert err.startswith("lumos replay: error: argument --workers:")
 
 
-@pytest.mark.parametrize("verb", ["replay", "analyze", "convert", "estimate", "diff"])
+@pytest.mark.parametrize("verb", ["replay", "analyze", "convert", "estimate", "diff", "layers"])
 def test_workers_help_shows_the_default(verb, capsys):
     with pytest.raises(SystemExit):
         main([verb, "--help"])

@@ -7,7 +7,12 @@ import argparse
 from lumos.parallel import default_workers
 from lumos.replay import ABLATIONS
 
-__all__ = ["add_edit_args", "add_parallel_args", "positive_int"]
+__all__ = ["WORKERS_HELP", "add_edit_args", "add_parallel_args", "positive_int"]
+
+#: The help of ``--workers``, with the default this machine gives.
+WORKERS_HELP = (
+    f"parallel processes for ranks (default: {default_workers()}, the CPUs available, at most 8)"
+)
 
 
 def positive_int(text: str) -> int:
@@ -28,8 +33,7 @@ def add_parallel_args(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         metavar="N",
-        help=f"parallel processes for ranks (default: {default_workers()}, the CPUs "
-        "available, at most 8)",
+        help=WORKERS_HELP,
     )
     p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
 
