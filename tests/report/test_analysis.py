@@ -204,3 +204,14 @@ def test_diff_lists_gemm_first_after_halving_gemms(tmp_path, capsys):
     lines = printed.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("kernel classes"))
     assert lines[at + 2].split()[0] == "gemm"
+
+
+def test_analyze_a_foreign_chakra_et(tmp_path, capsys):
+    """Upstream's chakra.0.et: no op spans, no shapes; every table still comes out."""
+    out = tmp_path / "a"
+    assert main(["analyze", str(trace("chakra_pytorch_converted")), "-o", str(out)]) == 0
+    assert len(list(out.glob("*.csv"))) == 8
+    ops = _csv(out / "ops.csv")
+    assert ops and all(r["tflops"] == "" for r in ops)
+    kernels = _csv(out / "kernels.csv")
+    assert sum(int(r["count"]) for r in kernels if r["view"] == "measured") > 0

@@ -173,9 +173,8 @@ def _per_op(
     span whose work the annotation holds."""
     call = pairs[:, 1]
     is_span = (call >= 0) & (call < len(ann))
-    work = np.where(is_span, getattr(ann, col)[np.clip(call, 0, max(len(ann) - 1, 0))], 0)
-    if not len(ann):
-        work = np.zeros(len(pairs), np.int64)
+    work = np.zeros(len(pairs), np.int64)
+    work[is_span] = getattr(ann, col)[call[is_span]]
     known = work > 0
     return (
         np.bincount(pairs[:, 0], work, n).astype(np.int64),
