@@ -15,9 +15,12 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from lumos.errors import LumosError, MissingDependencyError
+from lumos.errors import ConfigError, LumosError, MissingDependencyError
 
-__all__ = ["default_workers", "map_ranks"]
+__all__ = ["DASK_CONNECT_TIMEOUT_S", "check_dask", "default_workers", "map_ranks"]
+
+#: How long to try reaching a Dask scheduler before giving up with one line.
+DASK_CONNECT_TIMEOUT_S = 10.0
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -68,14 +71,33 @@ def map_ranks(
     return results
 
 
+def _client(address: str) -> Any:
+    """A connected ``dask.distributed.Client``; ConfigError (one line) when the scheduler cannot
+    be reached within :data:`DASK_CONNECT_TIMEOUT_S`."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise MissingDependencyError("dask", "dask", "running on a Dask cluster") from None
+    try:
+        return Client(address, timeout=f"{DASK_CONNECT_TIMEOUT_S}s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"--dask {address}: cannot reach the Dask scheduler ({reason})") from None
+
+
+def check_dask(address: str) -> None:
+    """Raise ConfigError unless a Dask scheduler answers at ``address`` (checked before the
+    work starts, so a wrong address costs seconds, not the work)."""
+    _client(address).close()
+
+
 def _map_dask(
     fn: Callable[[T], R], items: Sequence[T], address: str, on_done: Callable[[int], None] | None
 ) -> list[R]:
-    try:
-        from dask.distributed import Client, as_completed
-    except ImportError:
-        raise MissingDependencyError("dask", "dask", "running on a Dask cluster") from None
-    with Client(address) as client:
+    client = _client(address)  # first: it says so when dask is missing
+    from dask.distributed import as_completed
+
+    with client:
         futures = client.map(fn, list(items), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         for fut in as_completed(futures):

@@ -25,8 +25,10 @@ from lumos.graph.model import DepKind, ExecGraph, Workload
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import trace_from_bytes
 from lumos.parallel import map_ranks
+from lumos.report.analysis_ranks import analyze
 from lumos.report.metrics import replay_summary
 from lumos.report.perfetto import write_chrome_trace
+from lumos.report.table import Table
 from lumos.sim import simulate
 from lumos.sim.cost import CostModel
 from lumos.sim.result import SimResult
@@ -57,7 +59,8 @@ ABLATIONS: dict[str, tuple[DepKind, ...]] = {
 
 @dataclass(frozen=True, eq=False)
 class Replay:
-    """A finished replay: the (edited) workload, the simulation and one summary per rank."""
+    """A finished replay: the (edited) workload, the simulation and one summary per rank;
+    ``recorded`` is the workload as built from the traces (the measured side)."""
 
     workload: Workload
     result: SimResult
@@ -65,6 +68,12 @@ class Replay:
     without: tuple[str, ...] = ()
     scale: tuple[tuple[str, float], ...] = ()
     sources: tuple[str, ...] = field(default=())
+    recorded: Workload | None = None
+
+    def analysis(self) -> dict[str, Table]:
+        """The analysis tables (:func:`lumos.report.analysis_ranks.analyze`) of the recording
+        (``measured``) and of this replay (``predicted``)."""
+        return analyze(self.recorded or self.workload, self.result)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``replay.json`` document (single rank: the rank's summary at top level)."""
@@ -217,7 +226,9 @@ def replay(
     summaries = tuple(
         replay_summary(result, gi, recorded=w.graphs[gi]) for gi in range(len(edited.graphs))
     )
-    return Replay(edited, result, summaries, tuple(without), tuple(scale), tuple(sources))
+    return Replay(
+        edited, result, summaries, tuple(without), tuple(scale), tuple(sources), recorded=w
+    )
 
 
 def write_replay(rep: Replay, out_dir: str | os.PathLike[str]) -> dict[str, Path]:

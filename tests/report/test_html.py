@@ -147,3 +147,15 @@ def test_trace_links_accept_a_string_and_list_measured_sources(replay):
     assert (
         '<a href="file:///abs/run/rank0.kineto.json.gz">measured: rank0.kineto.json.gz</a>' in html
     )
+
+
+def test_report_defines_its_words_and_lists_critical_path_ops(replay):
+    ops = [{"op": "aten::empty", "tasks": 1590, "task_ns": 52054373, "delay_ns": 63538136,
+            "share": 0.1689}]  # fmt: skip
+    html = render_report({**replay, "critical_path_ops": ops})
+    assert "<h3>Top ops on the critical path</h3>" in html
+    assert "aten::empty" in html and "52.054" in html and "16.9 %" in html
+    words = html.split("<h2>Words</h2>")[1]
+    for term in ("exposed compute", "exposed comm", "overlapped", "other", "delay"):
+        assert f"<dt>{term}</dt>" in words
+    assert "<h3>Top ops" not in render_report(replay)

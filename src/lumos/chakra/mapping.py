@@ -124,7 +124,8 @@ _TABLES: tuple[tuple[str, type, tuple[tuple[str, str], ...]], ...] = (
                                  ("proc", "processor_idx"), ("first", "first_task_idx"),
                                  ("last", "last_task_idx"), ("ts_ns", "ts_ns"),
                                  ("dur_ns", "dur_ns"), ("lead_ns", "lead_ns"),
-                                 ("tail_ns", "tail_ns"))),
+                                 ("tail_ns", "tail_ns"), ("flops", "flops"),
+                                 ("bytes", "bytes"))),
     ("lumos_comm_", Comms, (("kind", "kind"), ("size_bytes", "size_bytes"), ("pg", "pg_idx"),
                             ("seq_id", "seq_id"), ("peer", "peer_rank"), ("tag", "tag"),
                             ("wait_ns", "wait_ns"))),
@@ -429,7 +430,9 @@ def _scalar(
 
 
 #: Table columns a lumos ET written by an older release may lack.
-_OPTIONAL_META = frozenset({("lumos_comm_", "wait_ns")})
+_OPTIONAL_META = frozenset(
+    {("lumos_comm_", "wait_ns"), ("lumos_ann_", "flops"), ("lumos_ann_", "bytes")}
+)
 
 
 def _meta_table(meta: dict[str, Any], where: str, prefix: str, cls: Any, cols: Any) -> Any:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from lumos._io import atomic_write
 from lumos.chakra import ChakraTrace, ChakraWorkload, read_chakra, write_chakra
+from lumos.cli._text import field_lines
 from lumos.errors import ConfigError, InputError, LumosError
 
 
@@ -144,9 +145,8 @@ def _stats(args: argparse.Namespace) -> int:
         return 0
     for s in stats:
         print(f"{s['path']} (rank {s['rank']}, schema {s['schema']})")
-        for key, value in s.items():
-            if key not in ("path", "rank", "schema"):
-                print(f"  {key}: {value}")
+        rest = {k: v for k, v in s.items() if k not in ("path", "rank", "schema")}
+        print("\n".join(field_lines(rest)))
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from lumos.cli._args import add_parallel_args
 from lumos.cli._progress import progress_bar
 from lumos.convert import COMPAT_MODES, ConvertReport, convert, plan_run
 
@@ -35,8 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "and schedules as lumos replays them (one chain per CPU/compute/comm slot, "
                    "collectives matched across ranks), plus network.yml, system.json and "
                    "remote_memory.json fitted to the run's collectives")  # fmt: skip
-    p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
-    p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
+    add_parallel_args(p)
     p.set_defaults(func=run, out_kind="prefix")
 
 

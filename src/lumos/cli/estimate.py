@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from lumos.cli._args import add_parallel_args
 from lumos.cli._progress import progress_bar
 from lumos.estimate import estimate, parse_scenario, parse_sweep, write_estimate
 from lumos.estimate.scenario import KEYS
@@ -36,8 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topology", default=None, metavar="NAME|FILE",
                    help="network for scenarios that re-time communication (a preset or TOML)")
     p.add_argument("--algorithm", default="auto", help="collective algorithm (default: auto)")
-    p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
-    p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
+    add_parallel_args(p)
     p.set_defaults(func=run, out_kind="dir")  # fmt: skip
 
 

@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from lumos.cli._text import field_lines
 from lumos.errors import LumosError
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import trace_from_bytes
@@ -98,9 +99,7 @@ def format_summary(s: dict[str, Any]) -> str:
     """A human-readable rendering of :func:`summarize_ref`'s result."""
     lines = [f"{s['path']}  [{s['kind']}]"]
     if s["kind"] != "kineto":
-        for k, v in s.items():
-            if k not in ("path", "kind"):
-                lines.append(f"  {k}: {v}")
+        lines.extend(field_lines({k: v for k, v in s.items() if k not in ("path", "kind")}))
         return "\n".join(lines)
     world = s["world_size"] if s["world_size"] >= 0 else "?"
     rank = s["rank"] if s["rank"] >= 0 else "?"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from lumos.cli._args import WORKERS_HELP, positive_int
 from lumos.cli._progress import progress_bar
 from lumos.ingest.detect import expand_paths
 
@@ -25,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--baseline", action="append", default=[], metavar="KEY=VALUE",
                    help="override a detected value (repeatable)")  # fmt: skip
-    p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help=WORKERS_HELP)  # fmt: skip
     p.set_defaults(func=run)
 
 

@@ -24,6 +24,7 @@ from types import FrameType
 from lumos._io import check_writable
 from lumos._version import __version__
 from lumos.errors import LumosError
+from lumos.parallel import check_dask
 
 # Modules under lumos.cli, one per verb (or verb group), in the order `lumos --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -32,6 +33,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "report",
     "info",
     "replay",
+    "analyze",
+    "diff",
     "estimate",
     "layers",
     "link",
@@ -56,7 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"lumos.cli.{name}")
         module.register(sub)
+    for verb in sub.choices.values():
+        _verbose_anywhere(verb)
     return parser
+
+
+def _verbose_anywhere(parser: argparse.ArgumentParser) -> None:
+    """Accept ``-v`` after the verb too (``lumos replay ... -v``), down to nested verbs; its
+    default is suppressed so that ``lumos -v replay ...`` keeps working."""
+    if not any("-v" in a.option_strings for a in parser._actions):
+        parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                            help="show tracebacks and debug detail")  # fmt: skip
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _verbose_anywhere(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _sigterm_raises():
             _check_output(args)
+            if getattr(args, "dask", None):
+                check_dask(args.dask)
             return int(args.func(args) or 0)
     except _Terminated:
         print("lumos: terminated", file=sys.stderr)

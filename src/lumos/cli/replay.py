@@ -7,9 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lumos.cli._args import add_edit_args, add_parallel_args
 from lumos.cli._progress import progress_bar
 from lumos.ingest.detect import expand_paths
-from lumos.replay import ABLATIONS, build_workload, parse_scale, replay, write_replay
+from lumos.replay import build_workload, parse_scale, replay, write_replay
+from lumos.report.table import write_tables
 
 __all__ = ["format_replay", "register"]
 
@@ -26,18 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    add_edit_args(p)
     p.add_argument(
-        "--without",
-        default="",
-        metavar="KINDS",
-        help=f"comma-separated dependency kinds to drop ({', '.join(ABLATIONS)})",
-    )
-    p.add_argument(
-        "--scale",
-        action="append",
-        default=[],
-        metavar="REGEX=FACTOR",
-        help="multiply the duration of tasks whose name matches REGEX (repeatable)",
+        "--analysis",
+        action="store_true",
+        help="also write the tables of `lumos analyze` (CSV) into DIR/analysis/",
     )
     p.add_argument("--chakra-only", action="store_true",
                    help="replay Chakra ETs as ASTRA-sim runs them: Chakra fields only, one CPU, "
@@ -46,8 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--network", metavar="DIR", default=None,
                    help="with --chakra-only: directory with ASTRA-sim's network.yml and "
                    "system.json")  # fmt: skip
-    p.add_argument("--workers", type=int, default=None, help="parallel processes for ranks")
-    p.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler to use")
+    add_parallel_args(p)
     p.set_defaults(func=run, out_kind="dir")
 
 
@@ -70,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
     paths = write_replay(rep, args.out)
     print(format_replay(rep.to_dict(), verbose=bool(getattr(args, "verbose", False))))
     print(f"wrote {paths['replay']}, {paths['perfetto']}, {paths['sm_util']}")
+    if args.analysis:
+        written = write_tables(rep.analysis(), Path(args.out) / "analysis")
+        print(f"wrote {len(written)} analysis tables to {written[0].parent}")
     return 0
 
 
@@ -193,9 +190,71 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
             lines.append(
                 f"  {label:<22}{_ms(b['measured'][part]):>12}{_ms(b['predicted'][part]):>14}"
             )
+        note = _breakdown_note(s)
+        if note:
+            lines.append(note)
         cp = s.get("critical_path") or {}
         if cp:
             parts = ", ".join(f"{k} {v * 100:.0f}%" for k, v in cp.items() if v >= 0.005)
             lines.append(f"  critical path: {parts}")
+        ops = s.get("critical_path_ops") or []
+        if ops:
+            lines.append(f"  {'top ops on the critical path':<40}{'tasks':>7}{'task ms':>10}"
+                         f"{'delay ms':>10}{'share':>8}")  # fmt: skip
+            for o in ops[:TOP_OPS]:
+                lines.append(f"  {o['op'][:38]:<40}{o['tasks']:>7}{o['task_ns'] / 1e6:10.3f}"
+                             f"{o['delay_ns'] / 1e6:10.3f}{o['share'] * 100:7.1f}%")  # fmt: skip
         lines.extend(_model_lines(s, verbose))
+    ranks = doc.get("ranks", [])
+    if len(ranks) > 1:
+        lines.extend(_cross_rank_lines(ranks))
+    lines.extend(GLOSSARY_LINES)
     return "\n".join(lines)
+
+
+def _breakdown_note(s: dict[str, Any]) -> str:
+    """A line when the step time matches (mean |error| under 2 %) but exposed communication
+    differs by more than a tenth of it: the measured NCCL kernels hold the wait for peers."""
+    e = s["error"]["mean_abs"]
+    b = s["breakdown"]
+    meas, pred = b["measured"]["exposed_comm_ns"], b["predicted"]["exposed_comm_ns"]
+    if e is None or e >= 0.02 or abs(meas - pred) <= 0.1 * max(meas, pred, 1):
+        return ""
+    return ("  note: step time matches but exposed comm differs: a recorded NCCL kernel also "
+            "holds its wait for the other ranks;\n        the replay starts a collective when "
+            "the last rank arrives, so that wait shows as other (idle) time, and SM "
+            "utilization excludes it")  # fmt: skip
+
+
+#: Ops on the critical path printed per rank.
+TOP_OPS = 5
+
+#: The footnote under every replay table: the words it uses (README "Words" says the same).
+GLOSSARY_LINES = (
+    "words: exposed compute/comm = GPU time when only compute (only communication) runs; "
+    "overlapped = both run at once;",
+    "  other = no GPU work (idle: host-bound, waiting or outside kernels); delay = time on the "
+    "critical path spent between tasks",
+    "  (CPU overhead, launch latency, waiting for another task or rank), not running one; "
+    "error = (predicted - measured) / measured",
+)
+
+
+def _step_total(s: dict[str, Any], side: str) -> int:
+    if s["steps"]:
+        return int(sum(st[f"{side}_ns"] for st in s["steps"]))
+    w = s["window_ns"][side]
+    return int(w[1] - w[0])
+
+
+def _cross_rank_lines(ranks: list[dict[str, Any]]) -> list[str]:
+    """Slowest rank by predicted step time and the spread between ranks, both sides."""
+    out = ["across ranks (sum of steps)"]
+    for side in ("measured", "predicted"):
+        tot = [(_step_total(s, side), s["rank"]) for s in ranks]
+        hi, lo = max(tot), min(tot)
+        spread = (hi[0] - lo[0]) / hi[0] * 100 if hi[0] else 0.0
+        out.append(f"  {side:<10} slowest rank {hi[1]} {_ms(hi[0]).strip()} ms, fastest rank "
+                   f"{lo[1]} {_ms(lo[0]).strip()} ms, spread {_ms(hi[0] - lo[0]).strip()} ms "
+                   f"({spread:.1f}% of the slowest)")  # fmt: skip
+    return out

@@ -7,7 +7,10 @@ figures as SVG (and PNG with ``lumos[plot]``) for papers and slides.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from pathlib import Path
+
+from lumos.errors import ConfigError, MissingDependencyError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +31,11 @@ def run(args: argparse.Namespace) -> int:
     from lumos.report.figures import write_figures
     from lumos.report.html import read_replay, write_report
 
+    if args.png:  # checked before anything is written
+        if args.figures is None:
+            raise ConfigError("--png writes figures: give --figures DIR")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise MissingDependencyError("matplotlib", "plot", "--png")
     src = args.replay / "replay.json" if args.replay.is_dir() else args.replay
     result = read_replay(src)
     out = args.out or src.with_name("report.html")

@@ -78,7 +78,8 @@ def cpu_spans(
     """USER annotations: every CPU op or user annotation on a thread that is not itself a task
     (the parents of the leaf tasks: modules, ``aten::linear``, the data loader, ...; and childless
     annotations such as ``zero_grad``), so an edit can re-time an op with everything it did,
-    untraced time between its children included."""
+    untraced time between its children included. Each span carries the work its recorded
+    shapes give (``flops``, ``bytes``; see :mod:`lumos.ingest.op_work`)."""
     ev = trace.events
     task_ev = np.zeros(len(ev), dtype=bool)
     task_ev[layout.event_idx[layout.event_idx >= 0]] = True
@@ -125,4 +126,19 @@ def cpu_spans(
         tail_ns=np.where(has, np.maximum(s1 - end[np.maximum(last, 0)], 0), 0),
         # rows of trace.dims here; the graph builder renumbers them into ExecGraph.dims
         dims_idx=ev.dims_idx[cand] if ev.dims_idx is not None else -1,
+        **_work_columns(trace.op_work, cand),
     )
+
+
+def _work_columns(
+    op_work: dict[int, tuple[int, int]], rows: NDArray[np.int64]
+) -> dict[str, NDArray[np.int64]]:
+    """``flops`` and ``bytes`` of the event ``rows`` (sorted) from ``KinetoTrace.op_work``."""
+    out = np.zeros((2, rows.size), dtype=np.int64)
+    if op_work and rows.size:
+        have = np.fromiter(op_work, np.int64, len(op_work))
+        work = np.array(list(op_work.values()), dtype=np.int64).reshape(-1, 2)
+        pos = np.minimum(np.searchsorted(rows, have), rows.size - 1)
+        hit = rows[pos] == have
+        out[:, pos[hit]] = work[hit].T
+    return {"flops": out[0], "bytes": out[1]}

@@ -306,6 +306,9 @@ class Annotations(_Table):
     lead_ns: NDArray[np.int64]
     tail_ns: NDArray[np.int64]
     dims_idx: NDArray[np.int32]  # the op's "Input Dims" in ExecGraph.dims, -1 if none
+    #: Work the op asked for, from its recorded shapes (0 unknown; see lumos.ingest.op_work).
+    flops: NDArray[np.int64]
+    bytes: NDArray[np.int64]
 
     _COLUMNS: ClassVar[dict[str, type]] = {
         "name_idx": np.int32,
@@ -318,8 +321,12 @@ class Annotations(_Table):
         "lead_ns": np.int64,
         "tail_ns": np.int64,
         "dims_idx": np.int32,
+        "flops": np.int64,
+        "bytes": np.int64,
     }
-    _DEFAULTS: ClassVar[dict[str, int]] = {"lead_ns": 0, "tail_ns": 0, "dims_idx": -1}
+    _DEFAULTS: ClassVar[dict[str, int]] = {
+        "lead_ns": 0, "tail_ns": 0, "dims_idx": -1, "flops": 0, "bytes": 0,
+    }  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)

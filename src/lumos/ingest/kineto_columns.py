@@ -37,6 +37,7 @@ from lumos.ingest.kineto_schema import (
     meta_of,
 )
 from lumos.ingest.kineto_trace import INT_COLUMNS, Events, KinetoTrace
+from lumos.ingest.op_work import WORK_OPS, op_work
 
 __all__ = ["Accumulator"]
 
@@ -51,8 +52,6 @@ _ARG_IDS = (
 )
 #: Events decoded per chunk: bounds the memory of decoded events on multi-GB traces.
 CHUNK_EVENTS = 20_000
-_META_PREFIXES = ("record_param_comms", "c10d::", "nccl:", "gloo:", "rccl:")
-
 _META_PREFIXES = ("record_param_comms", "c10d::", "nccl:", "gloo:", "rccl:")
 
 
@@ -164,7 +163,7 @@ class Accumulator:
         # metadata, decoded now for the few events that carry it (chunks are then freed)
         names = self.interner.table_view()
         flags = self.meta_name
-        flags.extend(n_.startswith(_META_PREFIXES) for n_ in names[len(flags) :])
+        flags.extend(n_.startswith(_META_PREFIXES) or n_ in WORK_OPS for n_ in names[len(flags) :])
         wanted = np.flatnonzero((cats == _SYNC) | np.asarray(flags, dtype=bool)[name_idx])
         for i in wanted.tolist():
             self.meta[self.num_x + i] = meta_of(args[i], int(streams[i]))
@@ -267,7 +266,22 @@ class Accumulator:
             num_raw_events=self.num_raw,
             diagnostics=diagnostics,
             dims=tuple(b.decode("utf-8", "replace") for b in self.dims.table()),  # type: ignore[attr-defined]
+            op_work=_op_work(names, events, meta),
         )
+
+
+def _op_work(
+    names: tuple[str, ...], events: Events, meta: dict[int, EventMeta]
+) -> dict[int, tuple[int, int]]:
+    """``row -> (flops, bytes)`` for the events of :data:`WORK_OPS` with usable shapes."""
+    out = {}
+    for row in sorted(meta):
+        name = names[int(events.name_idx[row])]
+        if name in WORK_OPS:
+            work = op_work(name, meta[row].input_dims, meta[row].input_type)
+            if work != (0, 0):
+                out[row] = work
+    return out
 
 
 #: Microseconds beyond which a time no longer fits int64 nanoseconds (with margin).

@@ -94,6 +94,9 @@ class KinetoTrace:
     diagnostics: dict[str, int] = field(default_factory=dict)
     #: Distinct "Input Dims" values, as their JSON text (see ``Events.dims_idx``).
     dims: tuple[str, ...] = ()
+    #: ``event row -> (flops, bytes)`` of the ops whose recorded shapes say what they computed
+    #: (see :mod:`lumos.ingest.op_work`); empty when the trace has no shapes.
+    op_work: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def rank(self) -> int:

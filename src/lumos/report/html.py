@@ -266,9 +266,32 @@ def _replay_sections(data: dict[str, Any], prefix: str) -> list[str]:
         parts.append(f"<section><h2>{escape(prefix)}SM utilization</h2>{figs['sm_util']}</section>")
     if "critical_path" in figs:
         cp_rows = [{"kind": k, "share": v} for k, v in data["critical_path"].items() if v > 0]
+        ops = data.get("critical_path_ops")
+        by_op = ("<h3>Top ops on the critical path</h3>" + _table(ops)
+                 if isinstance(ops, list) and ops and all(isinstance(o, dict) for o in ops)
+                 else "")  # fmt: skip
         parts.append(f"<section><h2>{escape(prefix)}Critical path</h2>" + figs["critical_path"]
-                     + _table(cp_rows) + "</section>")  # fmt: skip
+                     + _table(cp_rows) + by_op + "</section>")  # fmt: skip
     return parts
+
+
+#: The words the report uses (the README's list and ``lumos replay``'s footnote say the same).
+GLOSSARY: tuple[tuple[str, str], ...] = (
+    ("exposed compute", "GPU time when compute kernels run and no communication does"),
+    ("exposed comm", "GPU time when communication runs and no compute does"),
+    ("overlapped", "GPU time when compute and communication run at once"),
+    ("other", "time in the step window when the GPU runs nothing (waiting for the CPU, a "
+     "peer or a synchronization)"),
+    ("delay", "time on the critical path spent between tasks, not running one: CPU overhead "
+     "between ops, launch latency, waiting for another task, thread or rank"),
+    ("error", "(predicted - measured) / measured"),
+)  # fmt: skip
+
+
+def _glossary() -> str:
+    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in GLOSSARY)
+    return f'<section><h2>Words</h2><dl class="glossary">{items}</dl></section>'
+
 
 
 def _ranks_table(ranks: list[dict[str, Any]]) -> str:
@@ -328,6 +351,7 @@ def render_report(result: dict[str, Any], *, title: str | None = None) -> str:
     if isinstance(data.get("run"), dict):
         rows = [{"key": k, "value": v} for k, v in data["run"].items()]
         parts.append(f"<section><h2>Run</h2>{_table(rows)}</section>")
+    parts.append(_glossary())
     parts.append("</main></body></html>\n")
     return "\n".join(parts)
 

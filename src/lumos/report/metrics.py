@@ -28,8 +28,11 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos.graph.build_tasks import MARK, START
 from lumos.graph.model import GPU_TASK_KINDS, DepKind, ExecGraph, ProcessorKind, TaskKind
+from lumos.report.ops import task_ops
 from lumos.report.time_classes import step_time_classes
+from lumos.report.timeline import measured_window, predicted_window
 from lumos.sim import _kernel
 from lumos.sim.result import SimResult
 
@@ -38,6 +41,7 @@ __all__ = [
     "CriticalPath",
     "breakdown",
     "critical_path",
+    "critical_path_by_op",
     "gpu_intervals",
     "graph_breakdown",
     "graph_sm_utilization",
@@ -236,7 +240,9 @@ class CriticalPath:
     name, and ``"delay"`` (edge delays and waiting), to its share of ``length_ns``. ``delay_ns``
     splits the delay by what explains it: a dependency kind's lower-case name (edge delays,
     e.g. ``intra_thread`` = CPU overhead between ops, ``launch`` = launch latency), or
-    ``"processor"`` / ``"wait"`` / ``"start"`` (time before the first task).
+    ``"processor"`` / ``"wait"`` / ``"start"`` (time before the first task). ``task_ns[i]``
+    is the part of ``tasks[i]``'s run that is on the path (its start to the next task's start),
+    ``gap_ns[i]`` the delay or wait on the path just before it (they all sum to ``length_ns``).
     """
 
     tasks: NDArray[np.int64]
@@ -244,6 +250,8 @@ class CriticalPath:
     length_ns: int
     kind_ns: dict[str, int]
     delay_ns: dict[str, int] = field(default_factory=dict)
+    task_ns: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    gap_ns: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def share(self) -> dict[str, float]:
@@ -326,17 +334,56 @@ def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
     kind_ns["delay"] = int(gap.sum())
     graph_of = np.searchsorted(result.task_offsets, path, side="right") - 1
     total = int(result.end_ns[last])
-    return CriticalPath(path, graph_of.astype(np.int64), total, kind_ns, delay_ns)
+    return CriticalPath(
+        path, graph_of.astype(np.int64), total, kind_ns, delay_ns, dur.astype(np.int64),
+        gap.astype(np.int64),
+    )
+
+
+def critical_path_by_op(result: SimResult, cp: CriticalPath, gi: int) -> list[dict[str, Any]]:
+    """The critical path ``cp`` (to a task of graph ``gi``) by op, longest first: ``{op, tasks,
+    task_ns, delay_ns, share}``. A task's op is the one :func:`lumos.report.ops.task_ops` gives;
+    ``delay_ns`` is the delay or wait on the path just before the op's tasks; ``share`` is
+    ``(task_ns + delay_ns) / length_ns`` (the shares sum to 1). An op on another rank (reached
+    through a collective) is named ``op (rank r)``; ``(before <step>)`` is the wait for a step
+    to begin (a rank that starts late), ``(start)`` the time before a processor's first task."""
+    graphs = result.graphs
+    acc: dict[str, list[int]] = {}
+    for t, of, ns, gap in zip(cp.tasks.tolist(), cp.graph_of.tolist(), cp.task_ns.tolist(),
+                              cp.gap_ns.tolist(), strict=True):  # fmt: skip
+        g = graphs[of]
+        local = t - int(result.task_offsets[of])
+        o = int(task_ops(g)[0][local])
+        name = g.names[o] if o >= 0 else _not_an_op(g, local)
+        if of != gi:
+            name = f"{name} (rank {g.rank})"
+        a = acc.setdefault(name, [0, 0, 0])
+        a[0] += 1
+        a[1] += ns
+        a[2] += gap
+    length = max(cp.length_ns, 1)
+    ranked = sorted(acc.items(), key=lambda kv: (-kv[1][1] - kv[1][2], kv[0]))
+    return [
+        {"op": name, "tasks": a[0], "task_ns": a[1], "delay_ns": a[2],
+         "share": (a[1] + a[2]) / length}
+        for name, a in ranked
+        if a[1] + a[2] > 0
+    ]
+
+
+def _not_an_op(g: ExecGraph, task: int) -> str:
+    ev = int(g.tasks.event_idx[task])
+    if ev == MARK:  # the zero-cost task where a step begins: the path waited for the step
+        return f"(before {g.task_name(task)})"
+    return "(start)" if ev == START else "(unattributed)"
 
 
 # ---------------------------------------------------------------------------------------------
 # Everything a replay report shows, in one JSON-ready dict
 
 
-def _step_window(ts: NDArray[np.int64], dur: NDArray[np.int64]) -> tuple[int, int] | None:
-    if not len(ts):
-        return None
-    return int(ts.min()), int((ts + dur).max())
+#: Ops on the critical path that a replay summary lists per rank.
+CRITICAL_PATH_TOP_OPS = 10
 
 
 def replay_summary(
@@ -354,6 +401,8 @@ def replay_summary(
     breakdown      {measured: {...4 parts}, predicted: {...}}    (over the windows)
     sm_util        {bin_ns, device, measured: [...], predicted: [...]}
     critical_path  {kind: share} (task kinds + "delay"), critical_path_ns
+    critical_path_ops  [{op, tasks, task_ns, delay_ns, share}]   (the top ops on it, see
+                                                                  :func:`critical_path_by_op`)
     time_classes   [{name, task_ns, overhead_ns, wait_ns, unexplained_ns}] per step (recorded,
                    on the step's thread; see :mod:`lumos.report.time_classes`)
     calibration    what the build measured: launch_latency_ns, gpu_clock_offset_ns
@@ -364,21 +413,13 @@ def replay_summary(
     """
     g = result.graphs[gi]
     t = g.tasks
-    a = g.annotations
     steps = result.steps(gi)
-    is_step = np.flatnonzero(a.kind == 0)
     # measured times come from the recording, not from an edited graph (--scale)
     rec = t if recorded is None else recorded.tasks
     rec_s, rec_e = rec.ts_ns, rec.ts_ns + rec.dur_ns
     sim_s, sim_e = result.starts(gi), result.ends(gi)
-    measured = _step_window(a.ts_ns[is_step], a.dur_ns[is_step])
-    lo, hi = result.annotation_spans(gi)
-    has = is_step[a.first_task_idx[is_step] >= 0]
-    predicted = _step_window(lo[has], hi[has] - lo[has])
-    if measured is None:
-        measured = (int(rec_s.min()), int(rec_e.max())) if g.num_tasks else (0, 0)
-    if predicted is None:
-        predicted = (0, int(sim_e.max()) if g.num_tasks else 0)
+    measured = measured_window(g if recorded is None else recorded)
+    predicted = predicted_window(result, gi)
     p = g.processors
     streams = np.flatnonzero(p.kind == ProcessorKind.STREAM)
     device = int(p.device[streams].min()) if len(streams) else -1
@@ -407,6 +448,7 @@ def replay_summary(
         "critical_path": cp.share,
         "critical_path_ns": cp.kind_ns,
         "critical_path_delay_ns": cp.delay_ns,
+        "critical_path_ops": critical_path_by_op(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
         "makespan_ns": result.makespan_ns,
         "time_classes": step_time_classes(g),
         "calibration": dict(g.calibration),

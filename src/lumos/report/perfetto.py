@@ -8,7 +8,8 @@ appearance, and the recorded pid is kept in the process name.
 
 Timestamps are microseconds (floats, ns precision kept to 3 decimals). By default the replay is
 shifted to start where the recorded trace started (its first task's ``ts_ns``) so both traces
-line up on the same time axis. Output is deterministic: events sorted by processor then order.
+line up on the same time axis. Output is deterministic: events sorted by processor then order,
+then the steps, parent ops and flow arrows of :mod:`lumos.report.perfetto_structure`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from lumos._io import atomic_write
 from lumos.graph.build_ranks import shared_clock_origin
 from lumos.graph.model import ExecGraph, ProcessorKind, TaskKind, Workload
+from lumos.report.perfetto_structure import structure_events
 from lumos.sim.result import SimResult
 
 __all__ = ["to_chrome_trace", "write_chrome_trace"]
@@ -45,6 +47,7 @@ def to_chrome_trace(
     # all by the earliest rank's start; ranks on separate clocks each start at their own
     common = shared_clock_origin(graphs) if align_to_trace else None
     events: list[dict[str, Any]] = []
+    tracks: list[tuple[dict[int, int], int]] = []
     kind_names = [k.name.lower() for k in TaskKind]
     for gi, g in enumerate(graphs):
         t = g.tasks
@@ -54,6 +57,7 @@ def to_chrome_trace(
         if common is not None:
             shift = common
         track_pid: dict[int, int] = {}
+        tracks.append((track_pid, shift))
         for pi in range(len(p)):
             raw, tid = int(p.pid[pi]), int(p.tid[pi])
             if raw not in track_pid:
@@ -100,6 +104,7 @@ def to_chrome_trace(
                     },
                 }
             )
+    events.extend(structure_events(result, tracks))
     return {
         "traceEvents": events,
         "displayTimeUnit": "ns",

@@ -1,0 +1,115 @@
+"""The structure of a replay in its Perfetto trace: step and parent-op spans, launch and
+critical-path flow arrows, so that it reads like the original Kineto trace beside it.
+
+===========================  ================================================================
+events                       what they show
+===========================  ================================================================
+``X`` cat ``step``           each ProfilerStep as a span on its thread, as simulated
+``X`` cat ``op``             each parent op (``aten::linear``, modules, user annotations) as a
+                             span from its first child's start to its last child's end, as
+                             simulated (so that spans on a thread nest; a step keeps its
+                             recorded lead and tail, within the gaps to its neighbours)
+``s``/``f`` cat ``launch``   an arrow from each runtime call to the GPU task it launched
+``s``/``f`` cat              an arrow wherever the critical path (to the last task of the run)
+``critical_path``            moves to another track: a launch, a wait for another stream or
+                             thread, a collective across ranks
+===========================  ================================================================
+
+Times are the simulated ones, shifted like the tasks (see :mod:`lumos.report.perfetto`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lumos.graph.model import AnnotationKind, DepKind
+from lumos.report.metrics import critical_path
+from lumos.sim.result import SimResult
+
+__all__ = ["structure_events"]
+
+#: Per graph: ``(track pid of each recorded pid, time shift in ns)`` as the task events use.
+Tracks = Sequence[tuple[dict[int, int], int]]
+
+
+def _us(ns: int) -> float:
+    return round(ns / 1000.0, 3)
+
+
+def structure_events(result: SimResult, tracks: Tracks) -> list[dict[str, Any]]:
+    """Spans and flow arrows (see the module docstring), deterministic order."""
+    events: list[dict[str, Any]] = []
+    flow_id = 0
+    for gi, g in enumerate(result.graphs):
+        pid_of, shift = tracks[gi]
+        p, a, t = g.processors, g.annotations, g.tasks
+        s, e = result.starts(gi), result.ends(gi)
+        lo, hi = result.annotation_spans(gi)
+        _, perm = g.processor_order()
+        pos = np.empty(g.num_tasks, np.int64)
+        pos[perm] = np.arange(g.num_tasks)
+        proc_at = t.processor_idx[perm]
+        for i in np.flatnonzero(a.first_task_idx >= 0).tolist():
+            kind = int(a.kind[i])
+            if kind == int(AnnotationKind.GPU_STEP):
+                continue
+            first, last = int(a.first_task_idx[i]), int(a.last_task_idx[i])
+            start, end = int(lo[i]), int(hi[i])
+            if kind != int(AnnotationKind.STEP):  # exactly its children: nested spans nest
+                start, end = int(s[first]), int(e[last])
+            k0, k1 = int(pos[first]), int(pos[last])
+            if k0 > 0 and proc_at[k0 - 1] == proc_at[k0]:
+                start = max(start, int(e[perm[k0 - 1]]))
+            if k1 + 1 < len(perm) and proc_at[k1 + 1] == proc_at[k1]:
+                end = min(end, int(s[perm[k1 + 1]]))
+            q = int(a.processor_idx[i])
+            events.append({
+                "ph": "X", "name": g.names[int(a.name_idx[i])],
+                "cat": "step" if kind == int(AnnotationKind.STEP) else "op",
+                "pid": pid_of[int(p.pid[q])], "tid": int(p.tid[q]),
+                "ts": _us(start + shift), "dur": _us(max(end - start, 0)),
+                "args": {"rank": g.rank},
+            })  # fmt: skip
+        launch = np.flatnonzero(g.edges.kind == int(DepKind.LAUNCH))
+        for src, dst in zip(g.edges.src[launch].tolist(), g.edges.dst[launch].tolist(),
+                            strict=True):  # fmt: skip
+            events.extend(_arrow(flow_id, "launch", _at(result, gi, src, tracks, int(s[src])),
+                                 _at(result, gi, dst, tracks, int(s[dst]))))  # fmt: skip
+            flow_id += 1
+    if result.graphs and len(result.start_ns):
+        cp = critical_path(result)
+        proc = [g.tasks.processor_idx for g in result.graphs]
+        path = cp.tasks[::-1].tolist()
+        graph_of = cp.graph_of[::-1].tolist()
+        for (a_t, a_g), (b_t, b_g) in zip(zip(path, graph_of, strict=True),
+                                          zip(path[1:], graph_of[1:], strict=True),
+                                          strict=False):  # fmt: skip
+            if a_g == b_g and proc[a_g][a_t - int(result.task_offsets[a_g])] == proc[b_g][
+                    b_t - int(result.task_offsets[b_g])]:  # fmt: skip
+                continue  # the next task on the same track: the order says it already
+            # an arrow leaves from inside its slice: the last instant (a zero-cost task's start)
+            leave = max(int(result.start_ns[a_t]), int(result.end_ns[a_t]) - 1)
+            src = _at(result, a_g, a_t - int(result.task_offsets[a_g]), tracks, leave)
+            dst = _at(result, b_g, b_t - int(result.task_offsets[b_g]), tracks,
+                      int(result.start_ns[b_t]))  # fmt: skip
+            events.extend(_arrow(flow_id, "critical_path", src, dst))
+            flow_id += 1
+    return events
+
+
+def _at(result: SimResult, gi: int, task: int, tracks: Tracks, ts_ns: int) -> dict[str, Any]:
+    """Where a flow end sits: the task's track, at ``ts_ns`` (simulated, before the shift)."""
+    g = result.graphs[gi]
+    q = int(g.tasks.processor_idx[task])
+    pid_of, shift = tracks[gi]
+    return {"pid": pid_of[int(g.processors.pid[q])], "tid": int(g.processors.tid[q]),
+            "ts": _us(ts_ns + shift)}  # fmt: skip
+
+
+def _arrow(fid: int, cat: str, src: dict[str, Any], dst: dict[str, Any]) -> list[dict[str, Any]]:
+    name = cat.replace("_", " ")
+    return [{**src, "ph": "s", "id": fid, "cat": cat, "name": name},
+            {**dst, "ph": "f", "bp": "e", "id": fid, "cat": cat, "name": name}]  # fmt: skip

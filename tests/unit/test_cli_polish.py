@@ -1,0 +1,81 @@
+"""CLI polish from issue 14: argument checks, ``-v`` anywhere, tables instead of reprs, and
+mistakes caught in one line before any work."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+from tests.realdata import TRACES, realdata
+
+from lumos import parallel
+from lumos.cli.main import main
+
+SMALL = TRACES["cuda_event_sync"]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_workers_must_be_positive(value, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", "x.json", "-o", str(tmp_path / "o"), "--workers", value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("lumos replay: error: argument --workers:")
+
+
+@pytest.mark.parametrize("verb", ["replay", "analyze", "convert", "estimate", "diff", "layers"])
+def test_workers_help_shows_the_default(verb, capsys):
+    with pytest.raises(SystemExit):
+        main([verb, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"(default: {parallel.default_workers()}, the CPUs available, at most 8)" in text
+
+
+def test_verbose_after_the_verb_shows_the_traceback(tmp_path, capsys):
+    afile = tmp_path / "f"
+    afile.write_text("")
+    assert main(["replay", str(realdata(SMALL)), "-o", str(afile), "-v"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1].startswith("lumos: error:")
+    assert main(["replay", str(realdata(SMALL)), "-o", str(afile)]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+    # nested verbs too
+    assert main(["chakra", "generate", "--collective", "all_reduce", "--num-npus", "2", "-o",
+                 str(afile), "-v"]) == 1  # fmt: skip
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_info_and_stats_print_tables_not_reprs(capsys):
+    et = str(realdata(TRACES["chakra_pytorch_converted"]))
+    simple = str(realdata(TRACES["simple_add_et"]))
+    assert main(["info", et, simple]) == 0
+    assert main(["chakra", "stats", et]) == 0
+    out = capsys.readouterr().out
+    assert "{" not in out and "[{" not in out and "['" not in out  # no dict or list reprs
+    assert out.count("nodes by type: COMP_NODE 3643, COMM_COLL_NODE 21") == 2
+    assert "    name                                     count" in out
+    assert "    aten::empty                                  4" in out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs dask")
+def test_unreachable_dask_is_one_line_before_the_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(parallel, "DASK_CONNECT_TIMEOUT_S", 1.0)
+    out = tmp_path / "o"
+    rc = main(["replay", str(realdata(SMALL)), "-o", str(out), "--dask", "tcp://127.0.0.1:9"])
+    assert rc == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("lumos: error: --dask tcp://127.0.0.1:9: cannot reach the Dask")
+    assert not (out / "replay.json").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None, reason="has matplotlib")
+def test_report_png_without_matplotlib_writes_nothing(tmp_path, capsys):
+    (tmp_path / "replay.json").write_text(json.dumps({"steps": [
+        {"name": "s", "measured_ns": 10, "predicted_ns": 11}]}))  # fmt: skip
+    assert main(["report", str(tmp_path), "--png", "--figures", str(tmp_path / "figs")]) == 1
+    assert "pip install 'lumos[plot]'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["replay.json"]
+    assert main(["report", str(tmp_path), "--png"]) == 1
+    assert "give --figures DIR" in capsys.readouterr().err
