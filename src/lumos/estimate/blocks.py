@@ -271,7 +271,6 @@ def _tasks_and_order(
     """The new task table (program order as emitted) and regenerated intra-processor edges."""
     t = g.tasks
     proc = t.processor_idx[src]
-    order = np.zeros(len(src), dtype=np.int32)
     # the overhead before each old task, and whether it had an intra-processor edge at all
     intra = np.isin(e.kind, np.array(_INTRA, dtype=np.int8))
     has_in = np.zeros(g.num_tasks, dtype=bool)
@@ -285,26 +284,23 @@ def _tasks_and_order(
         prev_old[o[1:]] = o[:-1]
     gap = np.where(prev_old >= 0, t.ts_ns - t.ts_ns[np.maximum(prev_old, 0)], 0)
     gap = np.maximum(gap, 0)
-    ts = np.zeros(len(src), dtype=np.int64)
-    isrc: list[int] = []
-    idst: list[int] = []
-    ikind: list[int] = []
-    idelay: list[int] = []
-    last: dict[int, int] = {}
-    for i, (old, p) in enumerate(zip(src.tolist(), proc.tolist(), strict=True)):
-        before = last.get(p)
-        if before is None:
-            ts[i] = t.ts_ns[old]
-        else:
-            order[i] = order[before] + 1
-            ts[i] = ts[before] + gap[old]
-            if has_in[old]:
-                isrc.append(before)
-                idst.append(i)
-                thread = g.processors.kind[p] == int(ProcessorKind.THREAD)
-                ikind.append(int(DepKind.INTRA_THREAD if thread else DepKind.INTRA_STREAM))
-                idelay.append(int(delay_in[old]))
-        last[p] = i
+    # new tasks come grouped by processor, in program order within each group
+    n_new = len(src)
+    idx = np.arange(n_new)
+    first = np.ones(n_new, dtype=bool)
+    first[1:] = proc[1:] != proc[:-1]
+    group_start = np.maximum.accumulate(np.where(first, idx, 0))
+    order = (idx - group_start).astype(np.int32)
+    step = np.where(first, t.ts_ns[src], gap[src])
+    csum = np.cumsum(step)
+    ts = (csum - np.where(group_start > 0, csum[np.maximum(group_start - 1, 0)], 0)).astype(np.int64)
+    ts = np.where(group_start > 0, ts, csum)
+    link = np.flatnonzero(~first & has_in[src])
+    thread = g.processors.kind[proc[link]] == int(ProcessorKind.THREAD)
+    isrc = (link - 1).tolist()
+    idst = link.tolist()
+    ikind = np.where(thread, int(DepKind.INTRA_THREAD), int(DepKind.INTRA_STREAM)).tolist()
+    idelay = delay_in[src[link]].tolist()
     tasks = t.take(src).replace(order=order, ts_ns=ts)
     return tasks, (isrc, idst, ikind, idelay)
 

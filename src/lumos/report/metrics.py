@@ -349,18 +349,30 @@ def critical_path_by_op(result: SimResult, cp: CriticalPath, gi: int) -> list[di
     to begin (a rank that starts late), ``(start)`` the time before a processor's first task."""
     graphs = result.graphs
     acc: dict[str, list[int]] = {}
-    for t, of, ns, gap in zip(cp.tasks.tolist(), cp.graph_of.tolist(), cp.task_ns.tolist(),
-                              cp.gap_ns.tolist(), strict=True):  # fmt: skip
+    graph_of = np.asarray(cp.graph_of)
+    for of in np.unique(graph_of).tolist():
         g = graphs[of]
-        local = t - int(result.task_offsets[of])
-        o = int(task_ops(g)[0][local])
-        name = g.names[o] if o >= 0 else _not_an_op(g, local)
-        if of != gi:
-            name = f"{name} (rank {g.rank})"
-        a = acc.setdefault(name, [0, 0, 0])
-        a[0] += 1
-        a[1] += ns
-        a[2] += gap
+        sel = np.flatnonzero(graph_of == of)
+        local = np.asarray(cp.tasks)[sel] - int(result.task_offsets[of])
+        ops = task_ops(g)[0][local].astype(np.int64)
+        ns = np.asarray(cp.task_ns)[sel]
+        gap = np.asarray(cp.gap_ns)[sel]
+        for o in np.unique(ops).tolist():
+            hit = ops == o
+            if o >= 0:
+                parts = [(g.names[o], hit)]
+            else:  # not an op: named per task (step markers, anchors), few of them
+                named = [_not_an_op(g, int(x)) for x in local[hit].tolist()]
+                idx = np.flatnonzero(hit)
+                parts = [(n, np.isin(np.arange(len(ops)), idx[[m == n for m in named]]))
+                         for n in sorted(set(named))]  # fmt: skip
+            for name, m in parts:
+                if of != gi:
+                    name = f"{name} (rank {g.rank})"
+                a = acc.setdefault(name, [0, 0, 0])
+                a[0] += int(m.sum())
+                a[1] += int(ns[m].sum())
+                a[2] += int(gap[m].sum())
     length = max(cp.length_ns, 1)
     ranked = sorted(acc.items(), key=lambda kv: (-kv[1][1] - kv[1][2], kv[0]))
     return [
