@@ -204,10 +204,12 @@ def _forward_params(g: ExecGraph, lm, mapper: _Mapper | None) -> tuple[float, fl
     lo, hi = (int(a.ts_ns[steps[0]]), int(a.ts_ns[steps[0]] + a.dur_ns[steps[0]])) if len(
         steps
     ) else (-(2**62), 2**62)
+    wanted = np.fromiter((n in _PARAM_OPS for n in g.names), bool, len(g.names))
+    spans = np.flatnonzero((a.dims_idx >= 0) & (a.first_task_idx >= 0) & wanted[a.name_idx])
     ops = [(g.names[a.name_idx[i]], int(a.dims_idx[i]), int(a.first_task_idx[i]))
-           for i in np.flatnonzero((a.dims_idx >= 0) & (a.first_task_idx >= 0))]  # fmt: skip
-    ops += [(g.task_name(i), int(g.task_dims_idx[i]), i)
-            for i in np.flatnonzero(g.task_dims_idx >= 0).tolist()]  # fmt: skip
+           for i in spans.tolist()]  # fmt: skip
+    tasks = np.flatnonzero((g.task_dims_idx >= 0) & wanted[t.name_idx])
+    ops += [(g.task_name(i), int(g.task_dims_idx[i]), i) for i in tasks.tolist()]
     out = [0.0, 0.0]
     for name, di, first in ops:
         if name not in _PARAM_OPS or back[first] or not lo <= t.ts_ns[first] < hi:
