@@ -118,7 +118,7 @@ class LayerMap:
 def find_repeat(seq: NDArray[np.int64], min_period: int = MIN_PERIOD) -> tuple[int, int, int]:
     """The tandem repeat covering most of ``seq``: ``(start, period, count)``, count 0 if none.
 
-    >>> find_repeat(np.array([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 8]))
+    >>> find_repeat(np.array([9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 8]), min_period=3)
     (1, 3, 3)
     """
     seq = np.ascontiguousarray(seq, dtype=np.int64)
