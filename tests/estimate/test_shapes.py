@@ -127,3 +127,16 @@ def test_lumos_layers_and_estimate_with_model_keys(tmp_path, capsys):
     assert csv[0].startswith("config,step_ns,change_pct") and len(csv) == 4
     assert main(["estimate", run, "-o", str(out), "--set", "layers=x"]) == 1
     assert "expected an integer" in capsys.readouterr().err
+
+
+def test_lumos_report_of_an_estimate_directory_shows_the_rows_and_a_chart(tmp_path):
+    from lumos.cli.main import main
+
+    out = tmp_path / "est"
+    assert main(["estimate", str(example_run_dir()), "-o", str(out), "--sweep", "layers=1,4"]) == 0
+    assert main(["report", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    section = html[html.index("What-if estimates") :]
+    assert "layers=4" in section and "layers 2 -&gt; 4" in section
+    assert section.count("<svg") == 1  # the stacked breakdown per scenario
+    assert "Where the time goes, per scenario" in section

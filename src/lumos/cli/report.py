@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from lumos.errors import ConfigError, MissingDependencyError
 
@@ -19,7 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="HTML report (and SVG/PNG figures) of a replay result",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
-    p.add_argument("replay", type=Path, help="replay.json, or a directory holding one")
+    p.add_argument("replay", type=Path,
+                   help="replay.json, or a directory holding it and/or estimate.json "
+                   "(what-if rows are shown as a table and a chart)")  # fmt: skip
     p.add_argument("-o", "--out", type=Path, help="HTML file (default: report.html beside it)")
     p.add_argument("--figures", type=Path, metavar="DIR", help="also write figures here")
     p.add_argument("--png", action="store_true", help="figures as PNG too (needs lumos[plot])")
@@ -37,7 +40,13 @@ def run(args: argparse.Namespace) -> int:
         if importlib.util.find_spec("matplotlib") is None:
             raise MissingDependencyError("matplotlib", "plot", "--png")
     src = args.replay / "replay.json" if args.replay.is_dir() else args.replay
-    result = read_replay(src)
+    estimate = src.with_name("estimate.json")
+    if not src.exists() and estimate.is_file():  # a directory `lumos estimate` wrote
+        result, src = _from_estimate(estimate), estimate
+    else:
+        result = read_replay(src)
+        if estimate.is_file() and not result.get("what_if"):
+            result["what_if"] = _read_json(estimate).get("rows", [])
     out = args.out or src.with_name("report.html")
     write_report(result, out, title=args.title)
     print(f"lumos: wrote {out}")
@@ -46,3 +55,34 @@ def run(args: argparse.Namespace) -> int:
         paths = write_figures(result, args.figures, formats)
         print(f"lumos: wrote {len(paths)} figure file(s) to {args.figures}")
     return 0
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    import json
+
+    from lumos.errors import InputError
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"not readable JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc["rows"]:
+        raise InputError(path, "an estimate.json needs a non-empty 'rows' list")
+    return doc
+
+
+def _from_estimate(path: Path) -> dict[str, Any]:
+    """A report input from ``estimate.json`` alone: the baseline row as the one step."""
+    from lumos.report.html import validate_replay
+
+    doc = _read_json(path)
+    base = doc["rows"][0]
+    measured = int(base.get("measured_step_ns", base["step_ns"]))
+    result = {
+        "title": "lumos estimate",
+        "steps": [{"name": "baseline step (mean)", "measured_ns": measured,
+                   "predicted_ns": int(base["step_ns"])}],
+        "what_if": doc["rows"],
+    }  # fmt: skip
+    validate_replay(result, str(path))
+    return result

@@ -31,6 +31,7 @@ from typing import Any
 from lumos._io import atomic_write, read_bytes
 from lumos._version import __version__
 from lumos.errors import InputError
+from lumos.report.estimate_section import estimate_section
 from lumos.report.figures import BREAKDOWN_PARTS, build_figures, to_svg
 
 __all__ = ["read_replay", "render_report", "validate_replay", "write_report"]
@@ -344,7 +345,7 @@ def render_report(result: dict[str, Any], *, title: str | None = None) -> str:
         if data.get(key):
             parts.append(f"<section><h2>{label}</h2>{_table(data[key])}</section>")
     if data.get("what_if"):
-        parts.append(f"<section><h2>What-if estimates</h2>{_table(data['what_if'])}</section>")
+        parts.append(estimate_section(data["what_if"], _table))
     links = _trace_links(data)
     if links:
         parts.append(f"<section><h2>Traces</h2>{_links(links)}</section>")

@@ -1,0 +1,64 @@
+"""The HTML report's estimate section: ``estimate.json`` rows as a table and a stacked bar chart.
+
+==================  ==========================================================================
+column              from the row
+==================  ==========================================================================
+scenario            ``config.label`` (the baseline first)
+step ms, change     ``step_ns`` and its change against the baseline row
+the four parts      ``breakdown`` (the slowest rank, summed over its steps), in ms
+model, edits        ``model`` and the names of ``edits``
+==================  ==========================================================================
+
+Rows that are not estimate rows (a plain ``what_if`` list of objects) are shown as they are.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from lumos.report import svg
+
+__all__ = ["estimate_section"]
+
+PARTS = (("exposed_compute_ns", "exposed compute"), ("overlapped_ns", "overlapped"),
+         ("exposed_comm_ns", "exposed comm"), ("other_ns", "other"))  # fmt: skip
+
+
+def _is_estimate(rows: list[dict[str, Any]]) -> bool:
+    return bool(rows) and all(
+        isinstance(r.get("config"), dict) and "step_ns" in r and isinstance(r.get("breakdown"), dict)
+        for r in rows
+    )
+
+
+def estimate_section(rows: list[dict[str, Any]], table: Any) -> str:
+    """``<section>`` for the what-if rows; ``table(rows)`` renders a plain table."""
+    if not _is_estimate(rows):
+        return f"<section><h2>What-if estimates</h2>{table(rows)}</section>"
+    base = float(rows[0]["step_ns"]) or 1.0
+    flat = []
+    for r in rows:
+        label = str(r["config"].get("label", "?"))
+        row: dict[str, Any] = {"scenario": label, "step_ns": r["step_ns"],
+                               "change": f"{(float(r['step_ns']) / base - 1.0) * 100:+.1f} %"}  # fmt: skip
+        for key, _ in PARTS:
+            row[key] = r["breakdown"].get(key, 0)
+        row["model"] = r.get("model", "")
+        row["edits"] = "; ".join(str(e.get("edit", "")) for e in r.get("edits") or [])
+        flat.append(row)
+    chart = svg.stacked_hbar(
+        [(str(f["scenario"])[:28], [f[k] / 1e6 for k, _ in PARTS]) for f in flat],
+        [name for _, name in PARTS],
+        title="Where the time goes, per scenario",
+        x_label="ms (slowest rank, summed over its steps)",
+    )
+    note = ('<p class="sub">Predicted by <code>lumos estimate</code>; the baseline row is the '
+            "replay of the recording.</p>")  # fmt: skip
+    return f"<section><h2>What-if estimates</h2>{note}{table(flat)}{chart}</section>"
+
+
+def estimate_title(doc: dict[str, Any]) -> str:
+    """A heading for an estimate-only report."""
+    src = ", ".join(str(s) for s in doc.get("sources") or [])[:120]
+    return escape(f"lumos estimate: {src}" if src else "lumos estimate")
