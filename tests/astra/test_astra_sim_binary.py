@@ -78,7 +78,9 @@ def test_default_demo_set_does_not_complete_where_check_says_so(demo_default, tm
     write_astra_configs(AstraNetwork(npus=2, bw_bytes_per_s=10e9, latency_ns=1000), tmp_path)
     rc, finish, out = run_astra_sim(demo_default, tmp_path, tmp_path)
     assert rc != 0 and not finish, out[-2000:]
-    assert "Invalid node_type" in out  # the METADATA node: the statistics layer's assertion
+    # the METADATA node trips the statistics layer's assertion (its "Invalid node_type" line is
+    # lost now and then: abort() does not flush the log)
+    assert "Invalid node_type" in out or "get_operator_type" in out
 
 
 def test_real_p2p_set_matches_astra_sim(tmp_path):
