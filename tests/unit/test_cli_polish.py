@@ -79,3 +79,26 @@ def test_report_png_without_matplotlib_writes_nothing(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["replay.json"]
     assert main(["report", str(tmp_path), "--png"]) == 1
     assert "give --figures DIR" in capsys.readouterr().err
+
+
+def test_no_help_text_carries_docstring_markup():
+    """Verbs take their help from docstrings; ``literal`` and :func:`role` markup is stripped."""
+    import argparse
+    import re
+
+    from lumos.cli.main import build_parser
+
+    markup = re.compile(r"``|:(func|class|mod|meth|attr|data|exc):`")
+    found = []
+
+    def walk(p: argparse.ArgumentParser, name: str) -> None:
+        for text in [p.description, *(a.help for a in p._actions)]:
+            if isinstance(text, str) and markup.search(text):
+                found.append((name, text[:60]))
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for verb, child in a.choices.items():
+                    walk(child, f"{name} {verb}")
+
+    walk(build_parser(), "lumos")
+    assert found == []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import signal
 import sys
 import threading
@@ -61,7 +62,36 @@ def build_parser() -> argparse.ArgumentParser:
         module.register(sub)
     for verb in sub.choices.values():
         _verbose_anywhere(verb)
+        _plain_help(verb)
     return parser
+
+
+_ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|exc):`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain(text: str | None) -> str | None:
+    """Help text without reStructuredText markup (docstrings double as help).
+
+    >>> plain("wraps :func:`lumos.collect.collector`; see ``run.json``")
+    'wraps lumos.collect.collector; see run.json'
+    """
+    if text is None:
+        return None
+    return _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text))
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Strip markup from a verb's description and its options' help, nested verbs too."""
+    parser.description = plain(parser.description)
+    for action in parser._actions:
+        if isinstance(action.help, str):
+            action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _plain_help(child)
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
 
 
 def _verbose_anywhere(parser: argparse.ArgumentParser) -> None:
