@@ -102,3 +102,17 @@ def test_no_help_text_carries_docstring_markup():
 
     walk(build_parser(), "lumos")
     assert found == []
+
+
+def test_printing_a_trace_a_graph_or_a_result_gives_one_short_line():
+    import lumos
+    from lumos.examples_data import example_trace_path
+
+    trace = lumos.read_kineto(example_trace_path())
+    graph = lumos.build_graph(trace)
+    result = lumos.simulate(graph)
+    assert repr(trace).endswith("rank 0, 6361 events, 4 processors, 3 steps)")
+    assert repr(graph).startswith("ExecGraph(rank 0 of 2: 2913 tasks,")
+    assert repr(result).startswith("SimResult(1 rank(s), 2913 tasks, makespan ")
+    assert repr(result.workload) == "Workload(1 rank(s) [0], 2913 tasks)"
+    assert all(len(repr(x)) < 200 for x in (trace, graph, result))

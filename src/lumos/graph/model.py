@@ -97,6 +97,10 @@ class ExecGraph:
     kinds on the right processors) and raises :class:`~lumos.errors.GraphError`.
     """
 
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{v} {k}" for k, v in self.summary().items())
+        return f"ExecGraph(rank {self.rank} of {self.world_size}: {parts})"
+
     names: tuple[str, ...]
     processors: Processors
     tasks: Tasks
@@ -281,6 +285,9 @@ class Workload:
     Collectives are matched across ranks by :meth:`collective_groups` (process group name +
     ``seq_id``; per-process-group order of appearance when seq ids are missing).
     """
+
+    def __repr__(self) -> str:
+        return f"Workload({len(self.graphs)} rank(s) {list(self.ranks)[:8]}, {self.num_tasks} tasks)"
 
     graphs: tuple[ExecGraph, ...]
     diagnostics: Diagnostics = field(default_factory=Diagnostics)

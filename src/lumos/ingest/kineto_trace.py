@@ -80,6 +80,10 @@ class Events:
 class KinetoTrace:
     """One rank's Kineto trace, columnar. Built by :func:`read_kineto`; never mutated."""
 
+    def __repr__(self) -> str:
+        return (f"KinetoTrace({self.path!r}, rank {self.rank}, {len(self.events)} events, "
+                f"{len(self.processors.kind)} processors, {len(self.steps.name)} steps)")  # fmt: skip
+
     path: str
     names: tuple[str, ...]
     events: Events

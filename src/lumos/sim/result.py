@@ -30,6 +30,10 @@ class SimResult:
     4 last-arriving collective participant; ``cause_ref`` is a global task index for 2-4).
     """
 
+    def __repr__(self) -> str:
+        return (f"SimResult({len(self.workload.graphs)} rank(s), {len(self.start_ns)} tasks, "
+                f"makespan {self.makespan_ns / 1e6:.3f} ms)")  # fmt: skip
+
     workload: Workload
     start_ns: NDArray[np.int64]
     end_ns: NDArray[np.int64]
