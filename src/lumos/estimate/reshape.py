@@ -120,8 +120,10 @@ def reshape_workload(
         retimed, stats_all = [], {"retimed": 0, "kept_no_shapes": 0, "ambiguous_dims": 0}
         for g, lm in zip(graphs, maps, strict=True):
             layer = lm.task_layer(g.num_tasks)
-            dur, stats = retime(g, old_dims, new_dims, model, layer >= 0)
-            delay, n_delays = retime_spans(g, old_dims, new_dims, model, layer)
+            indptr, perm = g.processor_order()
+            params = marked(g, OPTIMIZER_PATTERN, indptr, perm)
+            dur, stats = retime(g, old_dims, new_dims, model, layer >= 0, params)
+            delay, n_delays = retime_spans(g, old_dims, new_dims, model, layer, params)
             for k in stats_all:
                 stats_all[k] += stats.get(k, 0)
             stats_all["retimed"] += n_delays

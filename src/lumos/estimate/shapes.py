@@ -29,6 +29,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -112,8 +113,17 @@ class _Mapper:
         ]
 
 
-def map_dims(name: str, dims: list, mapper: _Mapper, inside: bool) -> list:
-    """``dims`` ("Input Dims" of op ``name``) in the new configuration."""
+def map_dims(
+    name: str, dims: list[Any], mapper: _Mapper, inside: bool, params: bool = False
+) -> list[Any]:
+    """``dims`` ("Input Dims" of op ``name``) in the new configuration; with ``params`` every
+    tensor is a parameter (the optimizer's ops), all of its dimensions feature-like."""
+    if params:
+        return [
+            [mapper.shape(x, True, inside) for x in d] if d and isinstance(d[0], list)
+            else mapper.shape(d, True, inside) if isinstance(d, list) and d else d
+            for d in dims
+        ]  # fmt: skip
     gemm = bool(_GEMM.search(name))
     out: list = []
     first_tensor = True
@@ -242,28 +252,29 @@ def _ratios(
     g: ExecGraph,
     name_idx: NDArray[np.int64],
     dims_idx: NDArray[np.int64],
-    inside: NDArray[np.bool_],
+    inside: NDArray[np.int64],
     base_ns: NDArray[np.int64],
     mapper: _Mapper,
     model: ShapeModel,
 ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
     """New-over-old time of each op (1 where it cannot tell), and which ops had data to scale.
-    Work is computed once per distinct (name, shapes, inside a layer)."""
+    ``inside``: 0 outside the layers, 1 inside one, 2 an optimizer op (its tensors are
+    parameters). Work is computed once per distinct (name, shapes, context)."""
     dec = decoded_dims(g)
-    key = (name_idx * (len(g.dims) + 1) + dims_idx) * 2 + inside
+    key = (name_idx * (len(g.dims) + 1) + dims_idx) * 3 + inside
     uniq, inv = np.unique(key, return_inverse=True)
     w_old = np.zeros(len(uniq))
     w_new = np.zeros(len(uniq))
     names: list[str] = []
     for k, u in enumerate(uniq.tolist()):
-        ins, rest = bool(u % 2), u // 2
+        ctx, rest = u % 3, u // 3
         name, d = g.names[rest // (len(g.dims) + 1)], dec[rest % (len(g.dims) + 1)]
         names.append(name)
         if d is None:
             continue
         w_old[k] = work_of(name, d)
         if w_old[k] > 0:
-            w_new[k] = work_of(name, map_dims(name, d, mapper, ins))
+            w_new[k] = work_of(name, map_dims(name, d, mapper, ctx >= 1, params=ctx == 2))
     ratio = np.ones(len(name_idx))
     has = w_old[inv] > 0
     for i in np.flatnonzero(has).tolist():
@@ -279,8 +290,10 @@ def retime(
     new: Dims,
     model: ShapeModel,
     inside_layer: NDArray[np.bool_],
+    params: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], dict[str, int]]:
-    """New durations of ``g``'s tasks for configuration ``new``, and counts of what happened
+    """New durations of ``g``'s tasks for configuration ``new`` (``params``: tasks whose
+    tensors are parameters, the optimizer's), and counts of what happened
     (``retimed``, ``kept_no_shapes``, ``kept_no_data``, ``ambiguous_dims``)."""
     dur = g.tasks.dur_ns.astype(np.int64).copy()
     stats = {"retimed": 0, "kept_no_shapes": 0, "kept_no_data": 0, "ambiguous_dims": 0}
@@ -291,8 +304,11 @@ def retime(
     with_dims = np.flatnonzero(dims >= 0)
     stats["kept_no_shapes"] = g.num_tasks - len(with_dims)
     mapper = _Mapper(old, new)
+    ctx = inside_layer.astype(np.int64)
+    if params is not None:
+        ctx[params] = 2
     ratio, has = _ratios(g, g.tasks.name_idx[with_dims].astype(np.int64), dims[with_dims],
-                         inside_layer[with_dims], dur[with_dims], mapper, model)  # fmt: skip
+                         ctx[with_dims], dur[with_dims], mapper, model)  # fmt: skip
     sel = with_dims[has]
     dur[sel] = np.rint(dur[sel] * ratio[has]).astype(np.int64)
     stats["retimed"] = int(has.sum())
@@ -302,7 +318,12 @@ def retime(
 
 
 def retime_spans(
-    g: ExecGraph, old: Dims, new: Dims, model: ShapeModel, task_layer: NDArray[np.int32]
+    g: ExecGraph,
+    old: Dims,
+    new: Dims,
+    model: ShapeModel,
+    task_layer: NDArray[np.int32],
+    params: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], int]:
     """New intra-thread delays of ``g``: the untraced time of a parent op (an ``aten::addmm``
     whose children are only ``expand`` and ``copy_``: the product itself runs between them)
@@ -318,7 +339,9 @@ def retime_spans(
     if not len(spans):
         return delay, 0
     first = a.first_task_idx[spans]
-    inside = (first >= 0) & (task_layer[np.maximum(first, 0)] >= 0)
+    inside = ((first >= 0) & (task_layer[np.maximum(first, 0)] >= 0)).astype(np.int64)
+    if params is not None:
+        inside[(first >= 0) & params[np.maximum(first, 0)]] = 2
     ratio, _ = _ratios(g, a.name_idx[spans].astype(np.int64), a.dims_idx[spans].astype(np.int64),
                        inside, a.dur_ns[spans], _Mapper(old, new), model)  # fmt: skip
     mid = (t.ts_ns[e.src[intra]] + t.dur_ns[e.src[intra]] + t.ts_ns[e.dst[intra]]) // 2
