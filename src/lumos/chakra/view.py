@@ -142,8 +142,10 @@ def _split(values: Iterator[Any], ptr: np.ndarray) -> Iterator[tuple[Any, ...]]:
 
 
 def _csr_values(ptr: np.ndarray, val: np.ndarray, lo: int, hi: int) -> Iterator[tuple[int, ...]]:
-    a = int(ptr[lo])
-    return _split(iter(val[a : int(ptr[hi])].tolist()), ptr[lo : hi + 1] - a)
+    a, b = int(ptr[lo]), int(ptr[hi])
+    if a == b:  # common for ctrl_deps: no per-row work at all
+        return repeat((), hi - lo)
+    return _split(iter(val[a:b].tolist()), ptr[lo : hi + 1] - a)
 
 
 def node_block(trace: ChakraTrace, lo: int, hi: int) -> Iterator[NodeView]:
