@@ -50,67 +50,129 @@ class Bench:
 
 BENCHES = [
     Bench(
-        "ingest", "bench_ingest.py", ["--repeat", "3"], ["--repeat", "2"],
-        {"mb": r"([\d.]+) MB JSON", "events": r"MB JSON, (\d+) events",
-         "mbps": r"gunzip incl\.\)\s+[\d.]+ s\s+([\d.]+) MB/s", "mem": r"= ([\d.]+)x the JSON"},
-        ("Kineto ingest, {events} events, {mb} MB JSON",
-         "{mbps} MB/s end to end (gunzip included), peak memory {mem}x the JSON; {peer}"),
+        "ingest",
+        "bench_ingest.py",
+        ["--repeat", "3"],
+        ["--repeat", "2"],
+        {
+            "mb": r"([\d.]+) MB JSON",
+            "events": r"MB JSON, (\d+) events",
+            "mbps": r"gunzip incl\.\)\s+[\d.]+ s\s+([\d.]+) MB/s",
+            "mem": r"= ([\d.]+)x the JSON",
+        },
+        (
+            "Kineto ingest, {events} events, {mb} MB JSON",
+            "{mbps} MB/s end to end (gunzip included), peak memory {mem}x the JSON; {peer}",
+        ),
     ),
     Bench(
-        "sim", "bench_sim.py", ["--tasks", "5000000", "--repeat", "3"],
+        "sim",
+        "bench_sim.py",
+        ["--tasks", "5000000", "--repeat", "3"],
         ["--tasks", "1000000", "--repeat", "2"],
-        {"tasks": r"generate: ([\d,]+) tasks", "tps": r"= ([\d.]+) M tasks/s",
-         "rss": r"peak RSS: (\d+) MB"},
+        {
+            "tasks": r"generate: ([\d,]+) tasks",
+            "tps": r"= ([\d.]+) M tasks/s",
+            "rss": r"peak RSS: (\d+) MB",
+        },
         ("simulate, {tasks}-task synthetic graph", "{tps}M tasks/s, {rss} MB peak RSS"),
     ),
     Bench(
-        "scale", "bench_scale.py", ["--ranks", "8", "64", "512"], ["--ranks", "8", "64"],
-        {"ranks": r"\n\s*(\d+)\s+\d+\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+[\d.]+\s*$",
-         "tasks": r"\n\s*\d+\s+(\d+)\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+[\d.]+\s*$",
-         "build": r"\n\s*\d+\s+\d+\s+([\d.]+)\s+[\d.]+\s+\d+\s+\d+\s+[\d.]+\s*$",
-         "sim": r"\n\s*\d+\s+\d+\s+[\d.]+\s+([\d.]+)\s+\d+\s+\d+\s+[\d.]+\s*$",
-         "rss": r"\n\s*\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+[\d.]+\s*$"},
-        ("coupled simulation, synthetic DP job, 19.3k tasks/rank",
-         "{ranks} ranks ({tasks} tasks): build {build} s, simulate {sim} s, {rss} MB peak RSS"),
+        "scale",
+        "bench_scale.py",
+        ["--ranks", "8", "64", "512"],
+        ["--ranks", "8", "64"],
+        {
+            "ranks": r"\n\s*(\d+)\s+\d+\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+[\d.]+\s*$",
+            "tasks": r"\n\s*\d+\s+(\d+)\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+[\d.]+\s*$",
+            "build": r"\n\s*\d+\s+\d+\s+([\d.]+)\s+[\d.]+\s+\d+\s+\d+\s+[\d.]+\s*$",
+            "sim": r"\n\s*\d+\s+\d+\s+[\d.]+\s+([\d.]+)\s+\d+\s+\d+\s+[\d.]+\s*$",
+            "rss": r"\n\s*\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+[\d.]+\s*$",
+        },
+        (
+            "coupled simulation, synthetic DP job, 19.3k tasks/rank",
+            "{ranks} ranks ({tasks} tasks): build {build} s, simulate {sim} s, {rss} MB peak RSS",
+        ),
     ),
     Bench(
-        "build", "bench_scale.py", ["--build", "64"], ["--build", "8"],
-        {"n": r"one process\s+(\d+)", "one": r"one process\s+\d+\s+\d+\s+[\d.]+\s+(\d+)"},
-        ("per-rank graph building, real DLRM traces", "{n} traces: {one} tasks/s in one process"),
+        "build",
+        "bench_scale.py",
+        ["--build", "64"],
+        ["--build", "8"],
+        {
+            "n": r"one process\s+(\d+)",
+            "one": r"one process\s+\d+\s+\d+\s+[\d.]+\s+(\d+)",
+            "two": r"\d+ processes\s+\d+\s+\d+\s+[\d.]+\s+(\d+)",
+            "dask": r"dask, \d+ workers\s+\d+\s+\d+\s+[\d.]+\s+(\d+)",
+        },
+        (
+            "per-rank graph building, real DLRM traces",
+            "{n} traces: {one} tasks/s in one process, {two} with 2 processes, {dask} on a "
+            "2-worker local Dask cluster",
+        ),
     ),
     Bench(
-        "replay", "bench_replay.py", [], [],
-        {"*build": r"%\s+(\d+)\s+\d+\s*$", "*sim": r"%\s+\d+\s+(\d+)\s*$",
-         "err": r"mean \|error\| ([\d.]+%)"},
-        ("build_graph + simulate on real traces",
-         "{build} tasks/s build, {sim} tasks/s simulate (mean step error {err})"),
+        "replay",
+        "bench_replay.py",
+        [],
+        [],
+        {
+            "*build": r"%\s+(\d+)\s+\d+\s*$",
+            "*sim": r"%\s+\d+\s+(\d+)\s*$",
+            "err": r"mean \|error\| ([\d.]+%)",
+        },
+        (
+            "build_graph + simulate on real traces",
+            "{build} tasks/s build, {sim} tasks/s simulate (mean step error {err})",
+        ),
     ),
     Bench(
-        "chakra", "bench_chakra.py", ["--nodes", "1000000", "--upstream-nodes", "200000"],
+        "chakra",
+        "bench_chakra.py",
+        ["--nodes", "1000000", "--upstream-nodes", "200000"],
         ["--nodes", "200000", "--upstream-nodes", "50000", "--repeat", "2"],
-        {"nodes": r"file: ([\d,]+) nodes", "read": r"read_chakra :\s+([\d,]+) nodes/s",
-         "write": r"write_chakra:\s+([\d,]+) nodes/s",
-         "parse": r"\(parse only\)[^\n]*read_chakra is ([\d.]+)x"},
-        ("Chakra read / write, synthetic ET",
-         "{nodes} nodes: {read} / {write} nodes/s; read {parse}x mlc-chakra's parser"),
+        {
+            "nodes": r"file: ([\d,]+) nodes",
+            "read": r"read_chakra :\s+([\d,]+) nodes/s",
+            "write": r"write_chakra:\s+([\d,]+) nodes/s",
+            "parse": r"\(parse only\)[^\n]*read_chakra is ([\d.]+)x",
+        },
+        (
+            "Chakra read / write, synthetic ET",
+            "{nodes} nodes: {read} / {write} nodes/s; read {parse}x mlc-chakra's parser",
+        ),
     ),
     Bench(
-        "chakra_real", "bench_chakra.py", ["--realistic", "--repeat", "5"],
+        "chakra_real",
+        "bench_chakra.py",
+        ["--realistic", "--repeat", "5"],
         ["--realistic", "--repeat", "3"],
-        {"conv": r"lumos convert[^\n]*read_chakra is ([\d.]+)x",
-         "up": r"chakra\.0\.et, upstream[^\n]*read_chakra is ([\d.]+)x"},
-        ("Chakra read + every node's id, name, type, deps, duration, attribute names",
-         "{conv}x mlc-chakra on the ET `lumos convert` writes for df_index_resolver (162k "
-         "nodes), {up}x on upstream's chakra.0.et"),
+        {
+            "conv": r"lumos convert[^\n]*read_chakra is ([\d.]+)x",
+            "up": r"chakra\.0\.et, upstream[^\n]*read_chakra is ([\d.]+)x",
+        },
+        (
+            "Chakra read + every node's id, name, type, deps, duration, attribute names",
+            "{conv}x mlc-chakra on the ET `lumos convert` writes for df_index_resolver (162k "
+            "nodes), {up}x on upstream's chakra.0.et",
+        ),
     ),
     Bench(
-        "convert", "bench_convert.py", ["--repeat", "3"], ["--repeat", "1"],
+        "convert",
+        "bench_convert.py",
+        ["--repeat", "3"],
+        ["--repeat", "1"],
         {"events": r"(\d+) events, \d+ tasks", "eps": r"end to end[^\n]*?([\d,]+) events/s"},
-        ("convert (read, build, map, write), df_index_resolver",
-         "{eps} events/s ({events} trace events kept by ingest)"),
+        (
+            "convert (read, build, map, write), df_index_resolver",
+            "{eps} events/s ({events} trace events kept by ingest)",
+        ),
     ),
     Bench(
-        "et", "bench_et.py", ["--repeat", "3"], ["--repeat", "2"],
+        "et",
+        "bench_et.py",
+        ["--repeat", "3"],
+        ["--repeat", "2"],
         {"mbps": r"read_pytorch_et: \d+ ms = ([\d.]+) MB/s", "ratio": r"\(ratio ([\d.]+)x\)"},
         ("PyTorch ET read", "{mbps} MB/s ({ratio}x json.loads)"),
     ),
@@ -141,6 +203,19 @@ def _peer(bench: Bench) -> str:
     return "HTA installed: not compared here"
 
 
+def _row(bench: Bench, entry: dict[str, object]) -> None:
+    """Fill ``entry``'s figures and table row from its printed output."""
+    figs = _figures(bench, str(entry["output"]))
+    entry["figures"] = figs
+    if bench.row:
+        label, template = bench.row
+        try:
+            result = template.format(peer=_peer(bench), **figs).rstrip("; ")
+        except KeyError as missing:
+            result = f"not measured ({missing} not in the output)"
+        entry["row"] = {"benchmark": label, "command": entry["command"], "result": result}
+
+
 def run_one(bench: Bench, args: list[str]) -> dict[str, object]:
     cmd = [sys.executable, str(HERE / bench.script), *args]
     shown = " ".join(["python", f"benchmarks/{bench.script}", *args])
@@ -150,16 +225,9 @@ def run_one(bench: Bench, args: list[str]) -> dict[str, object]:
     wall = time.perf_counter() - t0
     out = proc.stdout + (proc.stderr if proc.returncode else "")
     print(out.rstrip(), flush=True)
-    figs = _figures(bench, out)
     entry: dict[str, object] = {"command": shown, "rc": proc.returncode, "wall_s": round(wall, 1),
-                                "figures": figs, "output": out}  # fmt: skip
-    if bench.row:
-        label, template = bench.row
-        try:
-            result = template.format(peer=_peer(bench), **figs).rstrip("; ")
-        except KeyError as missing:
-            result = f"not measured ({missing} not in the output)"
-        entry["row"] = {"benchmark": label, "command": shown, "result": result}
+                                "output": out}  # fmt: skip
+    _row(bench, entry)
     return entry
 
 
@@ -168,7 +236,17 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller inputs; skip collect/causal")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these benchmarks")
     ap.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    ap.add_argument("--reextract", action="store_true",
+                    help="run nothing: take the figures again from the outputs in --json")  # fmt: skip
     a = ap.parse_args()
+    if a.reextract:
+        doc = json.loads(a.json.read_text())
+        for bench in BENCHES:
+            if bench.name in doc["benchmarks"]:
+                _row(bench, doc["benchmarks"][bench.name])
+        a.json.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"re-extracted the figures of {a.json}")
+        return
     t0 = time.perf_counter()
     results: dict[str, object] = {}
     for bench in BENCHES:
