@@ -20,8 +20,8 @@ START, END = "<!-- speed-table:start -->", "<!-- speed-table:end -->"
 def table(doc: dict) -> str:
     """The markdown table (with the line that says where and how it was measured)."""
     mode = "python benchmarks/run.py" + (" --quick" if doc["quick"] else "")
-    lines = [f"Measured with `{mode}` on {doc['date']} ({doc['machine']}; a shared machine: "
-             "read ratios, not absolute values).", "",
+    lines = [f"Measured with `{mode}` ({doc['machine']}; a shared machine: read ratios, not "
+             "absolute values; each row's date is in `benchmarks/results.json`).", "",
              "| benchmark | command | result |", "|---|---|---|"]  # fmt: skip
     for entry in doc["benchmarks"].values():
         row = entry.get("row")

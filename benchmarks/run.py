@@ -13,12 +13,14 @@ files, interleaved, printed as ratios); HolisticTraceAnalysis is not a dependenc
 is not installed the ingest row says so instead of a ratio.
 
 The JSON (default ``benchmarks/results.json``) holds the machine, the date, the mode, and per
-benchmark its command, exit status, wall seconds, extracted figures, table row and full output.
+benchmark its date, command, exit status, wall seconds, extracted figures, table row and full
+output. ``--only NAME ...`` reruns those benchmarks and keeps the others' entries of the file.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -90,7 +92,7 @@ BENCHES = [
             "rss": r"\n\s*\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+[\d.]+\s*$",
         },
         (
-            "coupled simulation, synthetic DP job, 19.3k tasks/rank",
+            "coupled simulation, synthetic data-parallel job",
             "{ranks} ranks ({tasks} tasks): build {build} s, simulate {sim} s, {rss} MB peak RSS",
         ),
     ),
@@ -149,11 +151,12 @@ BENCHES = [
         ["--realistic", "--repeat", "3"],
         {
             "conv": r"lumos convert[^\n]*read_chakra is ([\d.]+)x",
+            "nodes": r"lumos convert \(([\d,]+) nodes",
             "up": r"chakra\.0\.et, upstream[^\n]*read_chakra is ([\d.]+)x",
         },
         (
             "Chakra read + every node's id, name, type, deps, duration, attribute names",
-            "{conv}x mlc-chakra on the ET `lumos convert` writes for df_index_resolver (162k "
+            "{conv}x mlc-chakra on the ET `lumos convert` writes for df_index_resolver ({nodes} "
             "nodes), {up}x on upstream's chakra.0.et",
         ),
     ),
@@ -213,6 +216,8 @@ def _row(bench: Bench, entry: dict[str, object]) -> None:
             result = template.format(peer=_peer(bench), **figs).rstrip("; ")
         except KeyError as missing:
             result = f"not measured ({missing} not in the output)"
+        with contextlib.suppress(KeyError):  # the result says what is missing
+            label = label.format(**figs)
         entry["row"] = {"benchmark": label, "command": entry["command"], "result": result}
 
 
@@ -225,8 +230,9 @@ def run_one(bench: Bench, args: list[str]) -> dict[str, object]:
     wall = time.perf_counter() - t0
     out = proc.stdout + (proc.stderr if proc.returncode else "")
     print(out.rstrip(), flush=True)
-    entry: dict[str, object] = {"command": shown, "rc": proc.returncode, "wall_s": round(wall, 1),
-                                "output": out}  # fmt: skip
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    entry: dict[str, object] = {"date": date, "command": shown, "rc": proc.returncode,
+                                "wall_s": round(wall, 1), "output": out}  # fmt: skip
     _row(bench, entry)
     return entry
 
@@ -249,6 +255,8 @@ def main() -> None:
         return
     t0 = time.perf_counter()
     results: dict[str, object] = {}
+    if a.only and a.json.exists():  # rerun some: the others stay as that file has them
+        results = json.loads(a.json.read_text())["benchmarks"]
     for bench in BENCHES:
         args = bench.quick if a.quick else bench.full
         if args is None or (a.only and bench.name not in a.only):
