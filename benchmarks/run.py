@@ -179,6 +179,25 @@ BENCHES = [
         {"mbps": r"read_pytorch_et: \d+ ms = ([\d.]+) MB/s", "ratio": r"\(ratio ([\d.]+)x\)"},
         ("PyTorch ET read", "{mbps} MB/s ({ratio}x json.loads)"),
     ),
+    Bench(
+        "perfetto",
+        "bench_perfetto.py",
+        ["--repeat", "3"],
+        ["--repeat", "2"],
+        {
+            "tasks": r"(\d+) tasks, [\d.]+ MB JSON",
+            "mb": r"tasks, ([\d.]+) MB JSON",
+            "gzmb": r"MB JSON \(([\d.]+) MB gzip\)",
+            "plain": r"streamed \.json\s+[\d.]+ s\s+(\d+) MB/s",
+            "gz": r"streamed \.json\.gz\s+[\d.]+ s\s+(\d+) MB/s",
+            "ratio": r"streamed is ([\d.]+)x",
+        },
+        (
+            "Perfetto trace of a replay, df_index_resolver ({tasks} tasks, {mb} MB JSON)",
+            "streamed {plain} MB/s, gzip {gz} MB/s ({gzmb} MB); {ratio}x the former dict + "
+            "json.dump",
+        ),
+    ),
     Bench("collect", "bench_collect.py", [], None),
     Bench("causal", "bench_causal.py", [], None),
 ]
