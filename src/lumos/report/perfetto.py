@@ -43,8 +43,9 @@ _BLOCK = 1 << 16  # tasks formatted at a time
 
 
 def _us(ns: np.ndarray) -> list[float]:
-    """Microseconds, 3 decimals (ns precision), as Python floats."""
-    return np.round(np.asarray(ns, dtype=np.int64) / 1000.0, 3).tolist()
+    """Microseconds, 3 decimals (ns precision), as Python floats: ``round(ns / 1000, 3)`` per
+    value, as the structure spans have them (``np.round`` differs beyond 2**53 / 1000)."""
+    return [round(v / 1000.0, 3) for v in np.asarray(ns, dtype=np.int64).tolist()]
 
 
 def _tracks(result: SimResult, align_to_trace: bool) -> Iterator[tuple[int, Any]]:
