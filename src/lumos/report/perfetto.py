@@ -140,6 +140,9 @@ def _other(result: SimResult) -> dict[str, Any]:
 
 def _write_events(f: IO[str], result: SimResult, align_to_trace: bool) -> None:
     dump = json.dumps
+    encode = json.JSONEncoder(
+        separators=(",", ":"), sort_keys=True
+    ).encode  # one, not one per event
     kind_names = [dump(k.name.lower()) for k in TaskKind]
     first = True
     tracks: list[tuple[dict[int, int], int]] = []
@@ -147,7 +150,7 @@ def _write_events(f: IO[str], result: SimResult, align_to_trace: bool) -> None:
         g = result.graphs[gi]
         tracks.append((track_pid, shift))
         for ev in meta:
-            f.write(("" if first else ",") + dump(ev, separators=(",", ":"), sort_keys=True))
+            f.write(("" if first else ",") + encode(ev))
             first = False
         names = [dump(s) for s in g.names]
         rank = g.rank
@@ -162,7 +165,7 @@ def _write_events(f: IO[str], result: SimResult, align_to_trace: bool) -> None:
             f.write(("" if first else ",") + ",".join(block))
             first = False
     for ev in structure_events(result, tracks):
-        f.write(("" if first else ",") + dump(ev, separators=(",", ":"), sort_keys=True))
+        f.write(("" if first else ",") + encode(ev))
         first = False
 
 
