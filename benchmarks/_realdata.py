@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:  # run as `python benchmarks/bench_x.py`: the repo
 
 from tests.realdata import REPLAY_TRACES, TRACES, realdata_or_exit  # noqa: E402
 
-__all__ = ["REPLAY_TRACES", "ROOT", "TRACES", "trace_or_exit"]
+__all__ = ["REPLAY_TRACES", "ROOT", "TRACES", "realdata_or_exit", "trace_or_exit"]
 
 
 def trace_or_exit(name: str) -> Path:

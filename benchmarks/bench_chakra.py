@@ -9,6 +9,12 @@ COMM_COLL with comm_type/comm_size, 200 distinct names, 1-3 attributes per node)
 is slow: ``--upstream-nodes`` caps how many of its nodes are timed (the rate is per node).
 Prints nodes/s, MB/s and peak RSS. Timings are wall-clock, best of ``--repeat``.
 
+``--realistic`` instead reads real files with every node's id, name, type, deps, duration and
+attribute names accessed, by ``read_chakra(...).iter_nodes()`` and by mlc-chakra's protobuf
+reader, interleaved in one run (``--repeat`` rounds of at least 0.5 s a side, medians): the ``.et`` that ``lumos convert``
+writes for ``df_index_resolver`` (converted into a temporary folder first) and upstream's own
+``chakra/tests/data/chakra.0.et``. Prints each side's wall time and the ratio.
+
 ``--delay-table`` instead prints, for the real replay traces (read in place from the realdata
 folder, ``LUMOS_REALDATA`` or ``../shared/realdata``; see ``tests/REALDATA.md``), the makespan of a
 consumer that honours only ``data_deps`` + ``duration_micros`` (unlimited concurrency, like
@@ -139,15 +145,86 @@ def delay_table() -> None:
               f"| {a} ({(a / replay - 1) * 100:+.1f} %) | {b} ({(b / replay - 1) * 100:+.1f} %) |")  # fmt: skip
 
 
+def _ours_fields(path: Path) -> int:
+    count = 0
+    for n in read_chakra(path).iter_nodes():
+        _ = (n.id, n.name, n.type, list(n.data_deps), list(n.ctrl_deps), n.duration_micros,
+             [a.name for a in n.attrs])  # fmt: skip
+        count += 1
+    return count
+
+
+def _upstream_fields(path: Path) -> int:
+    from chakra.schema.protobuf import et_def_pb2
+    from chakra.src.third_party.utils.protolib import decodeMessage
+
+    count = 0
+    with open(path, "rb") as f:
+        decodeMessage(f, et_def_pb2.GlobalMetadata())
+        while True:
+            node = et_def_pb2.Node()
+            if not decodeMessage(f, node):
+                break
+            _ = (node.id, node.name, node.type, list(node.data_deps), list(node.ctrl_deps),
+                 node.duration_micros, [a.name for a in node.attr])  # fmt: skip
+            count += 1
+    return count
+
+
+def realistic(repeat: int) -> None:
+    import statistics
+    import subprocess
+    import sys
+
+    from _realdata import realdata_or_exit, trace_or_exit
+
+    try:
+        import chakra.schema.protobuf.et_def_pb2  # noqa: F401
+    except ImportError:
+        print("mlc-chakra not installed: no upstream comparison")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run(
+            [sys.executable, "-m", "lumos", "convert", str(trace_or_exit("v100_stream_wait_event")),
+             "-o", f"{d}/dfi"], check=True, capture_output=True,
+        )  # fmt: skip
+        files = [("df_index_resolver, lumos convert", next(Path(d).glob("dfi.*.et"))),
+                 ("chakra.0.et, upstream", realdata_or_exit("chakra/tests/data/chakra.0.et"))]  # fmt: skip
+        _ours_fields(files[1][1])  # compile or load the kernels once
+        for label, path in files:
+            t0 = time.perf_counter()
+            _upstream_fields(path)
+            inner = max(1, int(0.5 / (time.perf_counter() - t0)))  # rounds of >= 0.5 s a side
+            ours, up = [], []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    n = _ours_fields(path)
+                t1 = time.perf_counter()
+                for _ in range(inner):
+                    m = _upstream_fields(path)
+                up.append((time.perf_counter() - t1) / inner)
+                ours.append((t1 - t0) / inner)
+                assert n == m, (n, m)
+            ratio = statistics.median(u / o for u, o in zip(up, ours, strict=True))
+            print(f"every node's fields, {label} ({n:,} nodes, "
+                  f"{path.stat().st_size / 1e6:.1f} MB): read_chakra {statistics.median(ours):.3f} s, "
+                  f"mlc-chakra {statistics.median(up):.3f} s, read_chakra is {ratio:.2f}x")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--delay-table", action="store_true")
+    ap.add_argument("--realistic", action="store_true")
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--upstream-nodes", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     if args.delay_table:
         delay_table()
+        return
+    if args.realistic:
+        realistic(args.repeat)
         return
     trace = synthetic(args.nodes)
     read_chakra(write_chakra(synthetic(100), Path(tempfile.mkdtemp()) / "warm.et")[0])  # compile

@@ -231,11 +231,17 @@ def replay(
     )
 
 
-def write_replay(rep: Replay, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write ``replay.json``, ``replay.perfetto.json`` and ``sm_util.csv`` into ``out_dir``,
+def write_replay(
+    rep: Replay, out_dir: str | os.PathLike[str], *, perfetto: str = "replay.perfetto.json"
+) -> dict[str, Path]:
+    """Write ``replay.json``, the Perfetto trace (``perfetto``: a file name in ``out_dir``,
+    ``replay.perfetto.json`` by default, which users' scripts rely on; one ending in ``.json.gz``
+    is gzip-compressed, about a tenth of the size) and ``sm_util.csv`` into ``out_dir``,
     atomically as a set (``replay.json``, which names the others, lands last)."""
     out = Path(out_dir)
-    names = {"replay": "replay.json", "perfetto": "replay.perfetto.json", "sm_util": "sm_util.csv"}
+    if Path(perfetto).name != perfetto or not perfetto.endswith((".json", ".json.gz")):
+        raise ConfigError(f"--perfetto {perfetto!r}: a file name ending in .json or .json.gz")
+    names = {"replay": "replay.json", "perfetto": perfetto, "sm_util": "sm_util.csv"}
     doc = rep.to_dict()
     doc["perfetto"] = {"replay": names["perfetto"]}
     with atomic_outputs(out, names["replay"]) as tmp:

@@ -164,3 +164,15 @@ def test_replay_summary_is_json_and_fits_the_html_report() -> None:
     assert summary["critical_path"]["kernel"] == 100 / 133
     validate_replay(summary)
     assert "ProfilerStep#1" in render_report(summary)
+
+
+def test_perfetto_file_is_the_dict_streamed_and_gz_by_extension(tmp_path) -> None:
+    import gzip
+
+    r = simulate(two_rank_collective(10, 50, 100, 60))
+    expected = json.dumps(to_chrome_trace(None, r), separators=(",", ":"), sort_keys=True)
+    write_chrome_trace(tmp_path / "t.json", None, r)
+    write_chrome_trace(tmp_path / "t.json.gz", None, r)
+    assert (tmp_path / "t.json").read_text() == expected
+    raw = (tmp_path / "t.json.gz").read_bytes()
+    assert raw[:2] == b"\x1f\x8b" and gzip.decompress(raw).decode() == expected

@@ -97,3 +97,20 @@ def test_two_ranks_of_a_larger_job_replay_as_a_partial_workload(tmp_path, capsys
     missing = doc["diagnostics"]["partial_workload_missing_ranks"]
     assert missing == {"count": 126, "example": "2-127"}
     assert "126 ranks of the job not traced" in capsys.readouterr().out
+
+
+def test_perfetto_gz_by_name(tmp_path):
+    import gzip
+
+    doc = _replay(tmp_path, "--perfetto", "replay.perfetto.json.gz")
+    out = tmp_path / "out"
+    assert doc["perfetto"] == {"replay": "replay.perfetto.json.gz"}
+    assert not (out / "replay.perfetto.json").exists()
+    trace = json.loads(gzip.decompress((out / "replay.perfetto.json.gz").read_bytes()))
+    assert trace["displayTimeUnit"] == "ns" and trace["traceEvents"]
+
+
+def test_perfetto_name_must_be_a_json_file_name(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["replay", str(realdata(SMALL)), "-o", str(out), "--perfetto", "x/y.json"]) == 1
+    assert "--perfetto 'x/y.json'" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from xml.sax.saxutils import escape, quoteattr
 from lumos.chakra.attrs import Attr
 from lumos.chakra.schema import NodeType
 from lumos.chakra.trace import ChakraMetadata, ChakraNode, ChakraTrace
+from lumos.chakra.view import NodeView
 
 __all__ = ["node_to_json", "write_dot", "write_graphml", "write_json"]
 
@@ -40,7 +41,7 @@ def _meta(md: ChakraMetadata) -> dict[str, Any]:
     return {"version": md.version, "attr": _attrs(md.attrs)}
 
 
-def node_to_json(n: ChakraNode) -> dict[str, Any]:
+def node_to_json(n: ChakraNode | NodeView) -> dict[str, Any]:
     """One node as a JSON-ready dict (field names as in et_def.proto)."""
     out: dict[str, Any] = {
         "id": n.id, "name": n.name,

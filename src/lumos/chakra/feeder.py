@@ -7,7 +7,8 @@ id that no node has is a :class:`~lumos.errors.GraphError` naming both ids, rais
 feeder is built, not half-way through a simulation.
 
 Loading is lazy: the feeder works on the columns of a :class:`ChakraTrace` (for a plain file,
-a memory map) and builds a :class:`ChakraNode` only for a node being handed out.
+a memory map) and hands out :class:`~lumos.chakra.view.NodeView` objects, views that read
+those columns on access.
 
 >>> from lumos.chakra import NodeType
 >>> from lumos.chakra.builder import ChakraTraceBuilder
@@ -29,7 +30,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from lumos.chakra.io import read_chakra
-from lumos.chakra.trace import ChakraNode, ChakraTrace
+from lumos.chakra.trace import ChakraTrace
+from lumos.chakra.view import NodeView
 from lumos.errors import GraphError, InputError
 
 __all__ = ["ChakraFeeder"]
@@ -101,7 +103,7 @@ class ChakraFeeder:
         """True while some node is issuable."""
         return bool(self._heap)
 
-    def next_issuable(self) -> ChakraNode | None:
+    def next_issuable(self) -> NodeView | None:
         """The issuable node with the smallest id, now marked issued; None when none is ready."""
         if not self._heap:
             return None
@@ -109,7 +111,7 @@ class ChakraFeeder:
         self._state[row] = _ISSUED
         return self.trace.node(row)
 
-    def issuable(self) -> list[ChakraNode]:
+    def issuable(self) -> list[NodeView]:
         """Every node issuable now, in id order, without issuing them."""
         return [self.trace.node(row) for _, row in sorted(self._heap)]
 
@@ -139,7 +141,7 @@ class ChakraFeeder:
                 freed.append(int(self.trace.node_id[s]))
         return freed
 
-    def lookup(self, node_id: int) -> ChakraNode:
+    def lookup(self, node_id: int) -> NodeView:
         """The node with ``node_id`` (materialized on request)."""
         return self.trace.node(self._row(node_id))
 
@@ -153,7 +155,7 @@ class ChakraFeeder:
         """True when nothing is issuable or issued but nodes remain (a dependency cycle)."""
         return not self._heap and not (self._state == _ISSUED).any() and not self.finished
 
-    def run_in_order(self) -> Iterator[ChakraNode]:
+    def run_in_order(self) -> Iterator[NodeView]:
         """Issue and complete nodes one at a time in a valid order (a smoke test of a trace);
         raises :class:`GraphError` when a cycle blocks the rest."""
         while self._heap:

@@ -38,17 +38,18 @@ from typing import Any
 
 import numpy as np
 
+from lumos.chakra.attr_table import AttrTable, attr_header, attrs_from_spans
 from lumos.chakra.attrs import (
     Attr,
     IOInfo,
     WireError,
-    decode_attr,
     decode_io_info,
     encode_attr,
     read_varint,
     varint_bytes,
 )
 from lumos.chakra.schema import ATTR_KIND_NAMES, INTEGER_KINDS, NodeType
+from lumos.chakra.view import AttrView, NodeView, attr_view_class, node_block
 from lumos.errors import ChakraFormatError
 
 __all__ = [
@@ -67,6 +68,7 @@ _INT_KINDS = np.array(sorted(INTEGER_KINDS), dtype=np.int8)
 _BOOL_KIND = 27
 _UINT64_KINDS = np.array([13, 21], dtype=np.int8)  # uint64_val, fixed64_val
 _STRING_KIND = 29
+_VIEW_BLOCK = 4096  # node rows whose columns iter_nodes turns into Python lists at once
 
 
 def exact_sum(a: np.ndarray) -> int:
@@ -101,7 +103,8 @@ class ChakraMetadata:
     @classmethod
     def decode(cls, raw: bytes) -> ChakraMetadata:
         """Parse ``GlobalMetadata`` bytes; raises ``WireError`` (unknown fields are kept in raw)."""
-        version, attrs, pos = "", [], 0
+        version, pos = "", 0
+        spans: tuple[list[int], list[int]] = ([], [])
         while pos < len(raw):
             tag, pos = read_varint(raw, pos)
             fno, wt = tag >> 3, tag & 7
@@ -113,14 +116,16 @@ class ChakraMetadata:
                 if fno == 1:
                     version = body.decode("utf-8", errors="replace")
                 elif fno == 2:
-                    attrs.append(decode_attr(body))
+                    spans[0].append(pos - n)
+                    spans[1].append(n)
             elif wt == 0:
                 _, pos = read_varint(raw, pos)
             elif wt in (1, 5):
                 pos += 8 if wt == 1 else 4
             else:
                 raise WireError(f"metadata field {fno} has unsupported wire type {wt}")
-        return cls(version, tuple(attrs), bytes(raw))
+        attrs = attrs_from_spans(np.frombuffer(raw, dtype=np.uint8), *spans)
+        return cls(version, attrs, bytes(raw))
 
     def get(self, name: str, default: Any = None) -> Any:
         """Value of the last metadata attribute called ``name``."""
@@ -132,7 +137,8 @@ class ChakraMetadata:
 
 @dataclass(frozen=True, slots=True)
 class ChakraNode:
-    """One node, materialized on request (``ChakraTrace.node(idx)``); not used on hot paths."""
+    """One node with every field decoded (``ChakraTrace.materialize(idx)``); not used on hot
+    paths, where :class:`~lumos.chakra.view.NodeView` reads the same fields from the columns."""
 
     id: int
     name: str
@@ -239,13 +245,54 @@ class ChakraTrace:
         lo, hi = int(self.attr_ptr[idx]), int(self.attr_ptr[idx + 1])
         return tuple(self._attr(k) for k in range(lo, hi))
 
-    def _attr(self, k: int) -> Attr:
+    @cached_property
+    def names_array(self) -> np.ndarray:
+        """``names`` as an object array (``names_array[name_idx]`` names every node at once)."""
+        out = np.empty(len(self.names), dtype=object)
+        out[:] = self.names
+        return out
+
+    @cached_property
+    def attr_names_array(self) -> np.ndarray:
+        """``attr_names`` as an object array."""
+        out = np.empty(len(self.attr_names), dtype=object)
+        out[:] = self.attr_names
+        return out
+
+    @cached_property
+    def attr_view_class(self) -> type[AttrView]:
+        """The class of this trace's attribute views (:func:`lumos.chakra.view.attr_view_class`)."""
+        return attr_view_class(self)
+
+    @cached_property
+    def attr_values(self) -> AttrTable:
+        """Every attribute's value, scalar or list, as one columnar table (decoded in compiled
+        code on first use; row ``k`` is attribute row ``k``)."""
+        return AttrTable.decode(self.blob, self.attr_off, self.attr_len, self.attr_kind)
+
+    def attr_value(self, k: int) -> Any:
+        """The Python value of attribute row ``k``; ``ChakraFormatError`` naming the node when
+        it does not decode."""
+        try:
+            return self.attr_values.value(k)
+        except WireError as exc:
+            raise self._error(self._attr_owner(k), f"attribute does not decode: {exc}") from None
+
+    def attr_doc(self, k: int) -> str:
+        """``doc_string`` of attribute row ``k``."""
         o, n = int(self.attr_off[k]), int(self.attr_len[k])
         try:
-            return decode_attr(self.blob[o : o + n].tobytes())
+            return attr_header(self.blob[o : o + n].tobytes())[1]
         except WireError as exc:
-            row = int(np.searchsorted(self.attr_ptr, k, side="right") - 1)
-            raise self._error(row, f"attribute does not decode: {exc}") from None
+            raise self._error(self._attr_owner(k), f"attribute does not decode: {exc}") from None
+
+    def _attr_owner(self, k: int) -> int:
+        return int(np.searchsorted(self.attr_ptr, k, side="right") - 1)
+
+    def _attr(self, k: int) -> Attr:
+        kind = ATTR_KIND_NAMES.get(int(self.attr_kind[k]), "")
+        name = self.attr_names[int(self.attr_name_idx[k])]
+        return Attr(name, self.attr_value(k), kind, self.attr_doc(k))
 
     def _io(self, off: np.ndarray, ln: np.ndarray, idx: int) -> IOInfo | None:
         n = int(ln[idx])
@@ -262,32 +309,42 @@ class ChakraTrace:
             self.path, f"node id {int(self.node_id[idx])} (row {idx}): {problem}"
         )
 
-    def node(self, idx: int) -> ChakraNode:
-        """Node row ``idx`` as a :class:`ChakraNode`."""
+    def unknown_of(self, idx: int) -> bytes:
+        """Raw bytes of node row ``idx``'s fields unknown to the schema, in file order."""
         lo, hi = int(self.unk_ptr[idx]), int(self.unk_ptr[idx + 1])
-        unknown = b"".join(
+        return b"".join(
             self.blob[int(o) : int(o) + int(n)].tobytes()
             for o, n in zip(self.unk_off[lo:hi], self.unk_len[lo:hi], strict=True)
         )
+
+    def node(self, idx: int) -> NodeView:
+        """A view of node row ``idx`` (fields read from the columns on access)."""
+        if not -self.num_nodes <= idx < self.num_nodes:
+            raise IndexError(f"node row {idx} out of range ({self.num_nodes} nodes)")
+        idx %= self.num_nodes
+        return next(node_block(self, idx, idx + 1))
+
+    def materialize(self, idx: int) -> ChakraNode:
+        """Node row ``idx`` as a frozen :class:`ChakraNode`, every field decoded."""
         t = int(self.node_type[idx])
         return ChakraNode(
             id=int(self.node_id[idx]),
             name=self.name_of(idx),
             type=NodeType(t) if t in NodeType._value2member_map_ else t,  # type: ignore[arg-type]
-            ctrl_deps=tuple(int(v) for v in self.ctrl_deps_of(idx)),
-            data_deps=tuple(int(v) for v in self.data_deps_of(idx)),
+            ctrl_deps=tuple(self.ctrl_deps_of(idx).tolist()),
+            data_deps=tuple(self.data_deps_of(idx).tolist()),
             start_time_micros=int(self.start_time_micros[idx]),
             duration_micros=int(self.duration_micros[idx]),
             inputs=self._io(self.inputs_off, self.inputs_len, idx),
             outputs=self._io(self.outputs_off, self.outputs_len, idx),
             attrs=self.attrs_of(idx),
-            unknown=unknown,
+            unknown=self.unknown_of(idx),
         )
 
-    def iter_nodes(self) -> Iterator[ChakraNode]:
-        """Every node in file order (materializes one node at a time)."""
-        for i in range(self.num_nodes):
-            yield self.node(i)
+    def iter_nodes(self) -> Iterator[NodeView]:
+        """Views of every node in file order, made a block of rows at a time."""
+        for lo in range(0, self.num_nodes, _VIEW_BLOCK):
+            yield from node_block(self, lo, min(lo + _VIEW_BLOCK, self.num_nodes))
 
     # ---- id lookup ----------------------------------------------------------------------
     @cached_property
@@ -341,7 +398,7 @@ class ChakraTrace:
             lookup: dict[str, int] = {}
             rows = np.flatnonzero(self.attr_name_idx == self.attr_names.index("pg_name"))
             for k in rows:
-                value = self._attr(int(k)).value
+                value = self.attr_value(int(k))
                 if isinstance(value, (str, int)) and not isinstance(value, bool):
                     s = str(value)
                     pg_idx[node_of[k]] = lookup.setdefault(s, len(lookup))

@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="replay traces in the simulator; predicted vs measured step time",
         description="Build the execution graph of each rank's Kineto trace, simulate it, and "
         "compare predicted with measured ProfilerStep times and the time breakdown. "
-        "Writes DIR/replay.json, DIR/replay.perfetto.json (open in ui.perfetto.dev) and "
+        "Writes DIR/replay.json, DIR/replay.perfetto.json (open in ui.perfetto.dev; --perfetto "
+        "replay.perfetto.json.gz writes it gzip-compressed, for big traces) and "
         "DIR/sm_util.csv.",
     )
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
@@ -41,6 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--network", metavar="DIR", default=None,
                    help="with --chakra-only: directory with ASTRA-sim's network.yml and "
                    "system.json")  # fmt: skip
+    p.add_argument(
+        "--perfetto",
+        default="replay.perfetto.json",
+        metavar="NAME",
+        help="file name of the Perfetto trace in DIR; a name ending in .json.gz is gzip-compressed "
+        "(default replay.perfetto.json)",
+    )
     add_parallel_args(p)
     p.set_defaults(func=run, out_kind="dir")
 
@@ -61,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             args.paths, workers=args.workers, dask_address=args.dask, on_done=advance
         )
     rep = replay(workload, without=without, scale=scale, sources=sources)
-    paths = write_replay(rep, args.out)
+    paths = write_replay(rep, args.out, perfetto=args.perfetto)
     print(format_replay(rep.to_dict(), verbose=bool(getattr(args, "verbose", False))))
     print(f"wrote {paths['replay']}, {paths['perfetto']}, {paths['sm_util']}")
     if args.analysis:

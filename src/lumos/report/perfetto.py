@@ -10,13 +10,25 @@ Timestamps are microseconds (floats, ns precision kept to 3 decimals). By defaul
 shifted to start where the recorded trace started (its first task's ``ts_ns``) so both traces
 line up on the same time axis. Output is deterministic: events sorted by processor then order,
 then the steps, parent ops and flow arrows of :mod:`lumos.report.perfetto_structure`.
+
+:func:`write_chrome_trace` streams the file (a block of tasks at a time, never one dict of every
+event: a 2M-task replay stays within the memory of its arrays) as compact JSON with sorted keys,
+byte for byte what ``json.dump(to_chrome_trace(...), separators=(",", ":"), sort_keys=True)``
+writes; a path ending in ``.gz`` is gzip-compressed (level 1: about a tenth of the size, at the
+speed of the JSON writing itself).
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
-from typing import Any
+from collections.abc import Iterator
+from itertools import chain
+from typing import IO, Any
+
+import numpy as np
 
 from lumos._io import atomic_write
 from lumos.graph.build_ranks import shared_clock_origin
@@ -27,8 +39,66 @@ from lumos.sim.result import SimResult
 __all__ = ["to_chrome_trace", "write_chrome_trace"]
 
 
-def _us(ns: int) -> float:
-    return round(ns / 1000.0, 3)
+_BLOCK = 1 << 16  # tasks formatted at a time
+
+
+def _us(ns: np.ndarray) -> list[float]:
+    """Microseconds, 3 decimals (ns precision), as Python floats: ``round(ns / 1000, 3)`` per
+    value, as the structure spans have them (``np.round`` differs beyond 2**53 / 1000)."""
+    return [round(v / 1000.0, 3) for v in np.asarray(ns, dtype=np.int64).tolist()]
+
+
+def _tracks(result: SimResult, align_to_trace: bool) -> Iterator[tuple[int, Any]]:
+    """Per graph: ``(gi, (metadata events, shift, pid of each processor, track pid by recorded
+    pid))``."""
+    graphs = result.graphs
+    multi = len(graphs) > 1
+    # ranks recorded on one clock were simulated from a common origin (align_ranks): shift them
+    # all by the earliest rank's start; ranks on separate clocks each start at their own
+    common = shared_clock_origin(graphs) if align_to_trace else None
+    for gi, g in enumerate(graphs):
+        t = g.tasks
+        p = g.processors
+        shift = int(t.ts_ns.min()) if align_to_trace and g.num_tasks else 0
+        if common is not None:
+            shift = common
+        meta: list[dict[str, Any]] = []
+        track_pid: dict[int, int] = {}
+        for pi in range(len(p)):
+            raw, tid = int(p.pid[pi]), int(p.tid[pi])
+            if raw not in track_pid:
+                track_pid[raw] = (g.rank + 1) * 1000 + len(track_pid) if multi else raw
+                pid = track_pid[raw]
+                what = f"GPU {int(p.device[pi])}" if p.kind[pi] == ProcessorKind.STREAM else "host"
+                pname = f"rank {g.rank} {what} (pid {raw})" if multi else f"{what} (pid {raw})"
+                meta.append(
+                    {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                     "args": {"name": pname}}
+                )  # fmt: skip
+            meta.append(
+                {"ph": "M", "name": "thread_name", "pid": track_pid[raw], "tid": tid,
+                 "args": {"name": f"{p.label[pi]} (replay)"}}
+            )  # fmt: skip
+        proc_pid = np.array([track_pid[int(v)] for v in p.pid.tolist()], dtype=np.int64)
+        yield gi, (meta, shift, proc_pid, track_pid)
+
+
+def _task_blocks(
+    result: SimResult, gi: int, shift: int, proc_pid: np.ndarray, perm: np.ndarray
+) -> Iterator[list[tuple[Any, ...]]]:
+    """Per task of graph ``gi`` in ``perm`` order: (task_idx, name_idx, kind, pid, tid, ts_us,
+    dur_us, recorded_ts_us), as lists of a block of tasks (Python values, from vector ops)."""
+    g = result.graphs[gi]
+    t, p = g.tasks, g.processors
+    starts, ends = result.starts(gi), result.ends(gi)
+    for lo in range(0, perm.shape[0], _BLOCK):
+        ti = perm[lo : lo + _BLOCK]
+        pi = t.processor_idx[ti]
+        s, e = starts[ti].astype(np.int64), ends[ti].astype(np.int64)
+        yield list(zip(
+            ti.tolist(), t.name_idx[ti].tolist(), t.kind[ti].tolist(), proc_pid[pi].tolist(),
+            p.tid[pi].tolist(), _us(s + shift), _us(e - s), _us(t.ts_ns[ti]), strict=True,
+        ))  # fmt: skip
 
 
 def to_chrome_trace(
@@ -39,77 +109,64 @@ def to_chrome_trace(
     ``graph`` may be None (the result's own workload is used) and is accepted for symmetry
     with other exporters; it must be the graph or workload that was simulated.
     """
-    graphs = result.graphs
-    if isinstance(graph, ExecGraph) and graph not in graphs:
-        raise ValueError("to_chrome_trace: graph is not the one this result simulated")
-    multi = len(graphs) > 1
-    # ranks recorded on one clock were simulated from a common origin (align_ranks): shift them
-    # all by the earliest rank's start; ranks on separate clocks each start at their own
-    common = shared_clock_origin(graphs) if align_to_trace else None
+    _check(graph, result)
     events: list[dict[str, Any]] = []
-    tracks: list[tuple[dict[int, int], int]] = []
     kind_names = [k.name.lower() for k in TaskKind]
-    for gi, g in enumerate(graphs):
-        t = g.tasks
-        p = g.processors
-        starts, ends = result.starts(gi), result.ends(gi)
-        shift = int(t.ts_ns.min()) if align_to_trace and g.num_tasks else 0
-        if common is not None:
-            shift = common
-        track_pid: dict[int, int] = {}
+    tracks: list[tuple[dict[int, int], int]] = []
+    for gi, (meta, shift, proc_pid, track_pid) in _tracks(result, align_to_trace):
+        g = result.graphs[gi]
         tracks.append((track_pid, shift))
-        for pi in range(len(p)):
-            raw, tid = int(p.pid[pi]), int(p.tid[pi])
-            if raw not in track_pid:
-                track_pid[raw] = (g.rank + 1) * 1000 + len(track_pid) if multi else raw
-                pid = track_pid[raw]
-                what = f"GPU {int(p.device[pi])}" if p.kind[pi] == ProcessorKind.STREAM else "host"
-                pname = f"rank {g.rank} {what} (pid {raw})" if multi else f"{what} (pid {raw})"
-                events.append(
-                    {
-                        "ph": "M",
-                        "name": "process_name",
-                        "pid": pid,
-                        "tid": 0,
-                        "args": {"name": pname},
-                    }
-                )
-            events.append(
-                {
-                    "ph": "M",
-                    "name": "thread_name",
-                    "pid": track_pid[raw],
-                    "tid": tid,
-                    "args": {"name": f"{p.label[pi]} (replay)"},
-                }
-            )
+        events += meta
         _, perm = g.processor_order()
-        proc = t.processor_idx
-        for ti in perm.tolist():
-            pi = int(proc[ti])
-            s, e = int(starts[ti]), int(ends[ti])
+        blocks = _task_blocks(result, gi, shift, proc_pid, perm)
+        for ti, ni, kind, pid, tid, ts, dur, rec in chain.from_iterable(blocks):
             events.append(
-                {
-                    "ph": "X",
-                    "name": g.names[int(t.name_idx[ti])],
-                    "cat": kind_names[int(t.kind[ti])],
-                    "pid": track_pid[int(p.pid[pi])],
-                    "tid": int(p.tid[pi]),
-                    "ts": _us(s + shift),
-                    "dur": _us(e - s),
-                    "args": {
-                        "task_idx": ti,
-                        "rank": g.rank,
-                        "recorded_ts_us": _us(int(t.ts_ns[ti])),
-                    },
-                }
-            )
+                {"ph": "X", "name": g.names[ni], "cat": kind_names[kind], "pid": pid, "tid": tid,
+                 "ts": ts, "dur": dur,
+                 "args": {"task_idx": ti, "rank": g.rank, "recorded_ts_us": rec}}
+            )  # fmt: skip
     events.extend(structure_events(result, tracks))
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {"producer": "lumos replay", "makespan_ns": result.makespan_ns},
-    }
+    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": _other(result)}
+
+
+def _check(graph: ExecGraph | Workload | None, result: SimResult) -> None:
+    if isinstance(graph, ExecGraph) and graph not in result.graphs:
+        raise ValueError("to_chrome_trace: graph is not the one this result simulated")
+
+
+def _other(result: SimResult) -> dict[str, Any]:
+    return {"producer": "lumos replay", "makespan_ns": result.makespan_ns}
+
+
+def _write_events(f: IO[str], result: SimResult, align_to_trace: bool) -> None:
+    dump = json.dumps
+    encode = json.JSONEncoder(
+        separators=(",", ":"), sort_keys=True
+    ).encode  # one, not one per event
+    kind_names = [dump(k.name.lower()) for k in TaskKind]
+    first = True
+    tracks: list[tuple[dict[int, int], int]] = []
+    for gi, (meta, shift, proc_pid, track_pid) in _tracks(result, align_to_trace):
+        g = result.graphs[gi]
+        tracks.append((track_pid, shift))
+        for ev in meta:
+            f.write(("" if first else ",") + encode(ev))
+            first = False
+        names = [dump(s) for s in g.names]
+        rank = g.rank
+        _, perm = g.processor_order()
+        for rows in _task_blocks(result, gi, shift, proc_pid, perm):
+            block = [
+                f'{{"args":{{"rank":{rank},"recorded_ts_us":{rec!r},"task_idx":{ti}}},'
+                f'"cat":{kind_names[kind]},"dur":{dur!r},"name":{names[ni]},"ph":"X",'
+                f'"pid":{pid},"tid":{tid},"ts":{ts!r}}}'
+                for ti, ni, kind, pid, tid, ts, dur, rec in rows
+            ]
+            f.write(("" if first else ",") + ",".join(block))
+            first = False
+    for ev in structure_events(result, tracks):
+        f.write(("" if first else ",") + encode(ev))
+        first = False
 
 
 def write_chrome_trace(
@@ -119,7 +176,23 @@ def write_chrome_trace(
     *,
     align_to_trace: bool = True,
 ) -> None:
-    """Write :func:`to_chrome_trace` to ``path`` atomically (compact JSON, stable key order)."""
-    trace = to_chrome_trace(graph, result, align_to_trace=align_to_trace)
-    with atomic_write(path) as f:
-        json.dump(trace, f, separators=(",", ":"), sort_keys=True)
+    """Write :func:`to_chrome_trace` to ``path`` atomically, streamed (see the module
+    docstring): compact JSON with sorted keys, gzip-compressed when ``path`` ends in ``.gz``."""
+    _check(graph, result)
+    if not str(path).endswith(".gz"):
+        with atomic_write(path) as f:
+            _write_doc(f, result, align_to_trace)
+        return
+    with (
+        atomic_write(path, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as gz,
+        io.TextIOWrapper(gz, encoding="utf-8", newline="") as f,
+    ):
+        _write_doc(f, result, align_to_trace)
+
+
+def _write_doc(f: IO[str], result: SimResult, align_to_trace: bool) -> None:
+    other = json.dumps(_other(result), separators=(",", ":"), sort_keys=True)
+    f.write(f'{{"displayTimeUnit":"ns","otherData":{other},"traceEvents":[')
+    _write_events(f, result, align_to_trace)
+    f.write("]}")
