@@ -8,7 +8,7 @@ import pytest
 from lumos.errors import ConfigError
 from lumos.estimate.baseline import detect_baseline
 from lumos.estimate.reshape import _op_params, reshape_workload
-from lumos.estimate.shapes import Dims, ShapeModel, _line, _Mapper, map_dims, work_of
+from lumos.estimate.shapes import Dims, ShapeModel, _Mapper, fit_line, map_dims, work_of
 from lumos.examples_data import example_run_dir
 from lumos.replay import build_workload
 
@@ -51,7 +51,7 @@ def test_tokens_equal_to_ffn_are_told_apart_by_role():
 
 
 def test_cost_lines_and_the_dispatch_floor():
-    a, c = _line(np.array([1.0, 2.0, 4.0, 4.0]), np.array([15.0, 25.0, 45.0, 45.0]))
+    a, c = fit_line(np.array([1.0, 2.0, 4.0, 4.0]), np.array([15.0, 25.0, 45.0, 45.0]))
     assert a == pytest.approx(5.0) and c == pytest.approx(10.0)
     model = ShapeModel(fits={"aten::mm": (5.0, 10.0)}, floor_ns=2.0)
     assert model.scaled("aten::mm", 45.0, 4.0, 8.0) == pytest.approx(85.0)

@@ -38,6 +38,7 @@ from lumos.estimate.shapes import (
     Dims,
     _Mapper,
     decoded_dims,
+    fit_line,
     fit_shape_model,
     map_dims,
     retime,
@@ -271,10 +272,12 @@ def _resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float)
 
 
 def _comm_line(size, transfer):
+    """``(a, c)`` of ``transfer = a + c x bytes`` over the collectives of known size, or the
+    proportional ``(0, 1)`` when they do not come in sizes far enough apart."""
     ok = size > 0
     x, y = size[ok], transfer[ok]
     if len(np.unique(x)) >= 2 and x.max() >= 1.5 * x.min():
-        c, a = np.polyfit(x, y, 1)
-        if c > 0 and a >= 0:
-            return float(a), float(c)
+        a, c = fit_line(x, y)
+        if c > 0:
+            return a, c
     return 0.0, 1.0

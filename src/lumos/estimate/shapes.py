@@ -12,7 +12,8 @@ Three steps, each on the trace's own evidence:
    by position. Choices that remained ambiguous are counted.
 2. **How much work an op does** with the old and the new shapes: ``2 M K N`` for matrix
    products (``mm``, ``addmm``, ``bmm``, ``baddbmm``), ``4 B H Sq Sk D`` for attention, the
-   number of input elements for everything else. Views and allocations (no data touched) keep
+   number of input elements for everything else (matrix-product FLOPs as
+   :func:`lumos.ingest.op_work.op_work` counts them for the analysis tables). Views and allocations (no data touched) keep
    their time.
 3. **What work costs**: per op name, ``dur = a + c * work`` fitted by least squares over the
    trace's own instances when they come in at least two sizes (a GEMM of a transformer layer
@@ -35,10 +36,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lumos.graph.model import AnnotationKind, DepKind, ExecGraph
+from lumos.ingest.op_work import op_work
 
-__all__ = ["Dims", "ShapeModel", "fit_shape_model", "map_dims", "work_of"]
+__all__ = ["Dims", "ShapeModel", "fit_line", "fit_shape_model", "map_dims", "work_of"]
 
-_GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|addbmm|_addmm_activation)$")
+_GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm)$")  # the products lumos.ingest.op_work counts
 _ATTN = re.compile(r"scaled_dot_product|flash_attention|efficient_attention|_attention_")
 _NO_DATA = re.compile(
     r"^(aten::)?(view|_unsafe_view|reshape|as_strided|transpose|t|permute|expand|slice|select|"
@@ -151,11 +153,9 @@ def work_of(name: str, dims: list) -> float:
     if _NO_DATA.search(name):
         return 0.0
     if _GEMM.search(name):
-        mats = [t for t in tensors if len(t) >= 2]
-        if len(mats) >= 2:
-            a, b = mats[-2], mats[-1]
-            batch = _prod(a[:-2])
-            return 2.0 * batch * a[-2] * a[-1] * b[-1]
+        flops, _ = op_work(name, dims, [])
+        if flops:
+            return float(flops)
     if _ATTN.search(name) and tensors and len(tensors[0]) == 4:
         q = tensors[0]
         k = tensors[1] if len(tensors) > 1 and len(tensors[1]) == 4 else q
@@ -230,13 +230,13 @@ def fit_shape_model(graphs: list[ExecGraph]) -> ShapeModel:
         arr = np.asarray(pts)
         x, y = arr[:, 0], arr[:, 1]
         if len(np.unique(x)) >= 2 and x.max() >= 1.5 * x.min():
-            icpt, slope = _line(x, y)
+            icpt, slope = fit_line(x, y)
             if slope > 0:
                 model.fits[name] = (icpt, slope)
     return model
 
 
-def _line(x: NDArray[np.float64], y: NDArray[np.float64]) -> tuple[float, float]:
+def fit_line(x: NDArray[np.float64], y: NDArray[np.float64]) -> tuple[float, float]:
     """Least-squares ``y = a + c x`` with ``a, c >= 0`` (medians per distinct x first)."""
     xs = np.unique(x)
     ym = np.array([np.median(y[x == v]) for v in xs])

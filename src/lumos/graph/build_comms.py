@@ -175,16 +175,18 @@ def handoffs(
     coll = trace.collectives
     if not len(coll):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    task_of_event = {int(e): t for t, e in enumerate(layout.event_idx.tolist()) if e >= 0}
+    task_of_event = np.full(len(ev), -1, dtype=np.int64)
+    real = np.flatnonzero(layout.event_idx >= 0)
+    task_of_event[layout.event_idx[real]] = real
     gp_of = np.full(len(trace.processors), -1, dtype=np.int64)
     gp_of[layout.processors] = np.arange(len(layout.processors))
     calls: list[int] = []
     comms: list[int] = []
     for anchor, work in zip(coll.event_idx.tolist(), coll.work_event_idx.tolist(), strict=True):
-        t = task_of_event.get(int(work), -1) if work >= 0 else -1
+        t = int(task_of_event[work]) if work >= 0 else -1
         if t < 0 or layout.kind[t] != int(TaskKind.CPU_COMM):
             continue
-        c = task_of_event.get(int(anchor), -1)
+        c = int(task_of_event[anchor])
         if c < 0:
             p = int(gp_of[ev.processor_idx[anchor]])
             if p < 0:

@@ -83,6 +83,7 @@ def _proc_int(v: int | str) -> int | None:
 _GPU_INTS = frozenset(int(c) for c in GPU_CATEGORIES)
 _GPU_LIST = np.array(sorted(_GPU_INTS), dtype=np.int8)
 _SYNC = int(Category.CUDA_SYNC)
+_CPU_OP = int(Category.CPU_OP)
 _CATS = attrgetter("cat")
 _PH = attrgetter("ph")
 _STREAM = attrgetter("stream")
@@ -153,8 +154,14 @@ class Accumulator:
         cols["ts"].append(np.fromiter(map(_TS, xs), np.float64, n))
         cols["dur"].append(np.fromiter(map(_DUR, xs), np.float64, n))
         cols["stream"].append(streams)
-        # shapes are kept as interned raw text: the what-if cost model decodes the few distinct ones
-        cols["dims"].append(self.dims.ids(map(bytes, map(_DIMS, args))))  # type: ignore[arg-type]
+        # shapes (CPU ops' "Input Dims") are kept as interned raw text: the what-if cost model
+        # decodes the few distinct ones
+        dims = np.full(n, self.dims.id(b"null"), dtype=np.int32)  # type: ignore[arg-type]
+        ops = np.flatnonzero(cats == _CPU_OP)
+        if ops.size:
+            raw = (bytes(_DIMS(args[i])) for i in ops.tolist())
+            dims[ops] = self.dims.ids(raw)  # type: ignore[arg-type]
+        cols["dims"].append(dims)
         ext = np.fromiter(map(attrgetter("external_id"), args), np.int64, n)
         ext_legacy = np.fromiter(map(attrgetter("external_id_legacy"), args), np.int64, n)
         cols["external_id"].append(np.where(ext >= 0, ext, ext_legacy))
