@@ -6,21 +6,24 @@ the same shapes, and so do their backwards (in reverse); a pipeline stage repeat
 the trace alone, with nothing but op names and recorded "Input Dims" (``record_shapes=True``):
 
 1. Each CPU thread's tasks of one step become a sequence of symbols ``(name, Input Dims)``.
-2. The longest *tandem repeat* (a block of ``period`` symbols occurring ``count >= 2`` times back
-   to back, covering the most tasks; ties go to the shorter period) is a :class:`Group`; the
-   search continues before and after it, and inside its first block.
-3. A group whose block itself holds a repeat covering at least half of it is a *micro-batch*
-   group, and the repeat inside is a *layer* group (one per micro-batch block). Other groups
-   are layer groups.
+2. *Micro-batch* blocks: a pipeline stage sends or receives once per micro-batch, so a run of two
+   or more identical point-to-point ops marks them (a block starts at a receive, or ends with a
+   send). They keep every op inside them, collectives included.
+3. *Layer* blocks, inside each micro-batch block and in the rest of the step: the longest *tandem
+   repeat* (a block of ``period`` symbols occurring ``count >= 2`` times back to back, covering
+   the most tasks; ties go to the shorter period; blocks may differ in :data:`MISMATCH_SHARE` of
+   their ops) is a layer :class:`Group`, and the search goes on before and after it. Only
+   periods at which some op recurs at least three times are scanned.
 4. Collective-issuing ops (``c10d::*``, ``record_param_comms``, ``nccl:*``, ``gloo:*``) are left
    out of the layer search: DDP issues its gradient buckets between layers wherever a bucket
-   fills, which breaks the period without being part of any layer. Micro-batch groups keep
-   them (a stage sends once per micro-batch).
+   fills, which breaks the period without being part of any layer.
 
-Regions covering less than :data:`MIN_SHARE` of the step's tasks, or with a period under
-:data:`MIN_PERIOD`, are not layers (two identical ``view`` calls are not a model). A group made of
-backward ops (``*Backward*``, ``*_backward``) is a backward group; its blocks run the layers in
-reverse (block 0 is the last layer).
+Repeats covering less than :data:`MIN_SHARE` of the step's tasks, or with a period under
+:data:`MIN_PERIOD`, are not layers (a loop over a few tensors is not a model). A group is a
+``backward`` group when most of it is backward ops or lies under autograd spans (its blocks run
+the layers in reverse: block 0 is the last layer), an ``optimizer`` group when it lies under
+``Optimizer.*`` spans (the per-layer parameter updates), else ``forward``. The forward groups'
+usual count is the rank's number of layers.
 """
 
 from __future__ import annotations
