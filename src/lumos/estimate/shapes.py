@@ -17,8 +17,8 @@ Three steps, each on the trace's own evidence:
    their time.
 3. **What work costs**: per op name, ``dur = a + c * work`` fitted by least squares over the
    trace's own instances when they come in at least two sizes (a GEMM of a transformer layer
-   does: QKV, projection, the two MLP products, their backwards); otherwise the thread's dispatch
-   floor (the median duration of its view ops) as ``a`` and the rest proportional to work.
+   does: QKV, projection, the two MLP products, their backwards); otherwise the trace's dispatch
+   floor (the median duration of its view and allocation ops) as ``a`` and the rest proportional to work.
 
 An op is re-timed as ``dur * cost(new) / cost(old)``, so whatever the trace recorded beyond the
 model (cache effects, a slow instance) scales along.
