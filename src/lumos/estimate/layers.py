@@ -53,7 +53,8 @@ MIN_PERIOD = 8
 MIN_SHARE = 0.05
 #: Blocks of one repeat may differ in this share of their ops (substitutions only).
 MISMATCH_SHARE = 0.04
-COMM_PATTERN = re.compile(r"^(c10d::|record_param_comms|nccl:|gloo:)|ProcessGroup")
+#: Ops that issue collectives; ``cpu.comm#N`` is their name in synthetic workloads.
+COMM_PATTERN = re.compile(r"^(c10d::|record_param_comms|nccl:|gloo:|cpu\.comm#)|ProcessGroup")
 _P2P = re.compile(r"(^|[:_])(send|recv|isend|irecv)\b|SendRecv")
 BACKWARD_PATTERN = re.compile(r"Backward|_backward|^autograd::engine")
 OPTIMIZER_PATTERN = re.compile(r"^Optimizer\.|optimizer|^aten::_foreach_")

@@ -19,6 +19,7 @@ RUNTIME            ``runtime.launch``, ``runtime.sync`` (stream/device/event syn
                    ``runtime.event`` (record, wait, query), ``runtime.memcpy``, ``runtime.alloc``,
                    ``runtime.other``
 CPU_OP             ``cpu.`` + the kernel class of its name (``cpu.gemm`` for ``aten::addmm``),
+                   ``cpu.comm`` (an op that issues a collective: ``c10d::allreduce_``...),
                    ``cpu.optimizer``, ``cpu.autograd``, ``cpu.alloc`` (empty, view, reshape...)
                    or ``cpu.other``
 anchors            ``marker`` (a processor's ``<start>`` and step markers)
@@ -33,6 +34,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos.estimate.layers import COMM_PATTERN
 from lumos.graph.build_tasks import MARK, START
 from lumos.graph.model import CommType, ExecGraph, TaskKind
 from lumos.report.ops import KERNEL_CLASSES, kernel_class
@@ -66,6 +68,7 @@ CLASSES: tuple[str, ...] = (
     "cpu.autograd",
     "cpu.alloc",
     "cpu.other",
+    "cpu.comm",
 )
 _INDEX = {c: i for i, c in enumerate(CLASSES)}
 
@@ -77,6 +80,7 @@ _RUNTIME: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("runtime.alloc", re.compile(r"malloc|free|alloc|host_?register", re.I)),
 )
 _CPU: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("cpu.comm", COMM_PATTERN),
     ("cpu.gemm", re.compile(r"::(mm|addmm|bmm|baddbmm|matmul|linear|addbmm|einsum)\b", re.I)),
     ("cpu.optimizer", re.compile(r"optim|adam|sgd|_foreach|zero_grad", re.I)),
     ("cpu.autograd", re.compile(r"autograd|backward|grad_fn|accumulategrad", re.I)),
@@ -97,8 +101,14 @@ def class_of(name: str, kind: int, comm_kind: int = int(CommType.UNKNOWN)) -> st
     ('cpu.gemm', 'runtime.launch')
     >>> class_of("ncclKernel_AllReduce", TaskKind.COMM, CommType.ALL_REDUCE)
     'comm.all_reduce'
+
+    A name that is a class followed by ``#`` and anything (``cpu.alloc#12``, how synthetic and
+    obfuscated workloads name their tasks) is that class.
     """
     kind = int(kind)
+    named = name.rsplit("#", 1)[0]
+    if named != name and named in _INDEX:  # already a class: a synthetic or obfuscated name
+        return named
     if kind in (TaskKind.COMM, TaskKind.CPU_COMM):
         prefix = "comm" if kind == TaskKind.COMM else "cpu_comm"
         return f"{prefix}.{CommType(int(comm_kind)).name.lower()}"
