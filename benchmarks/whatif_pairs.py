@@ -60,6 +60,7 @@ PAIRS = (
     Pair("ddp_layers_x2", "ddp", {"layers": 8}, SMALL),
     Pair("ddp_layers_half", "ddp", {"layers": 4}, {**SMALL, "layers": 8}),
     Pair("ddp_hidden_ffn_x2", "ddp", {"hidden": 256}, SMALL),
+    Pair("ddp_h256_layers_x2", "ddp", {"layers": 8}, {**SMALL, "hidden": 256}),
     Pair("ddp_ffn_x2", "ddp", {"ffn_mult": 8}, SMALL),
     Pair("ddp_seq_x2", "ddp", {"seq": 64}, SMALL),
     Pair("pp_microbatches_x2", "pipeline", {"batch": 8, "microbatches": 4},

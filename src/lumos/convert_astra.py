@@ -35,7 +35,7 @@ from lumos.replay import build_workload
 from lumos.report.metrics import replay_summary
 from lumos.sim import simulate
 
-__all__ = ["DEFAULT_NETWORK_FOR_UNSIZED", "AstraConvertReport", "convert_astra"]
+__all__ = ["DEFAULT_NETWORK_FOR_UNSIZED", "AstraConvertReport", "convert_astra", "write_astra"]
 
 #: Link bandwidth (bytes/s) and latency (ns) used when no collective of the run has a size.
 DEFAULT_NETWORK_FOR_UNSIZED = (10e9, 1000.0)
@@ -90,9 +90,14 @@ def convert_astra(
 ) -> AstraConvertReport:
     """Convert the run under ``paths`` for ASTRA-sim (module docstring); returns the report
     also written to ``<out_prefix>.convert.json``."""
-    prefix = str(out_prefix)
     workload, _ = build_workload(paths, workers=workers, dask_address=dask_address,
                                  on_done=on_done)  # fmt: skip
+    return write_astra(workload, out_prefix)
+
+
+def write_astra(workload: Workload, out_prefix: str | os.PathLike[str]) -> AstraConvertReport:
+    """Replay ``workload`` and write it for ASTRA-sim (module docstring) under ``out_prefix``."""
+    prefix = str(out_prefix)
     if any(g.world_size != len(workload.graphs) for g in workload.graphs):
         raise ConfigError(f"--target astra-sim needs every rank of the job; got ranks "
                           f"{[g.rank for g in workload.graphs]} of world size "

@@ -47,7 +47,7 @@ from lumos.graph.build_tasks import START
 from lumos.graph.model import ExecGraph, Workload
 from lumos.synth.classes import CLASSES, task_classes
 from lumos.synth.skeleton import Skeleton, extract_step, step_of_tasks
-from lumos.synth.sketch import bin_of, fit_sketches, merge_sketches
+from lumos.synth.sketch import fit_sketches, merge_sketches, rank_bins
 
 __all__ = ["MODEL_FORMAT", "MODEL_VERSION", "RankFit", "fit_model", "fit_rank"]
 
@@ -67,9 +67,13 @@ class RankFit:
     world_size: int
     symbols: list[tuple[int, str, str]]  # (class, name, shapes): in memory only, never written
     skeleton: Skeleton
-    durations: Sketches
-    waits: Sketches
-    delays: Sketches
+    #: ``(keys, values)`` of every fitted duration, delay and wait (keys use local symbols),
+    #: and the row of each skeleton task, edge and collective among them
+    durations: tuple[NDArray[np.int64], NDArray[np.int64]]
+    delays: tuple[NDArray[np.int64], NDArray[np.int64]]
+    waits: tuple[NDArray[np.int64], NDArray[np.int64]]
+    rows: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
+    join_rows: NDArray[np.int64]  # per processor, the row among the delays, -1 none
     groups: list[dict[str, Any]]
     config: dict[str, int]
     steps: int
@@ -86,15 +90,17 @@ def fit_rank(g: ExecGraph) -> RankFit:
     cls = task_classes(g)
     dims = g.task_dims_idx if g.task_dims_idx is not None else np.full(len(t), -1, np.int32)
     key = np.stack([cls.astype(np.int64), t.name_idx.astype(np.int64), dims.astype(np.int64)], 1)
-    uniq, sym = np.unique(key, axis=0, return_inverse=True) if len(t) else (key, np.zeros(0))
-    sym = sym.reshape(-1).astype(np.int32)
+    uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+    sym: NDArray[np.int32] = inverse.reshape(-1).astype(np.int32)
     symbols = [
         (int(c), g.names[int(n)], g.dims[int(d)] if d >= 0 else "") for c, n, d in uniq.tolist()
     ]
     step = step_of_tasks(g)
     n_steps = int(step.max()) + 1 if len(step) else 0
     if n_steps == 0:
-        raise InputError(f"rank {g.rank}", "no ProfilerStep in the trace: nothing to learn a step from")
+        raise InputError(
+            f"rank {g.rank}", "no ProfilerStep in the trace: nothing to learn a step from"
+        )
     rep = n_steps // 2
     in_step = (step >= 0) & (t.event_idx != START)
     e = g.edges
@@ -111,16 +117,11 @@ def fit_rank(g: ExecGraph) -> RankFit:
         for grp in find_layers(g).groups
         if grp.step == rep and grp.level == "layer" and grp.parent == (-1, -1)
     )
-    durations = fit_sketches(sym[in_step].astype(np.int64), cost[in_step])
-    waits = fit_sketches(sym[comm].astype(np.int64), wait[comm])
     delay_key = (e.kind.astype(np.int64) << KIND_SHIFT) | sym[e.dst].astype(np.int64)
-    delays = fit_sketches(delay_key[e_in], e.delay_ns[e_in])
-    bins = (
-        _bins(durations, sym.astype(np.int64), cost),
-        _bins(delays, delay_key, e.delay_ns),
-        _bins(waits, sym.astype(np.int64), wait),
-    )
-    skel = extract_step(g, step, rep, sym, cls, layers, bins)
+    skel, (tasks, edges, comm_tasks, joins) = extract_step(g, step, rep, sym, cls, layers)
+    row_of_task = np.cumsum(in_step) - 1
+    row_of_edge = np.cumsum(e_in) - 1
+    row_of_comm = np.cumsum(comm) - 1
     a = g.annotations
     from lumos.graph.kinds import AnnotationKind
 
@@ -130,9 +131,12 @@ def fit_rank(g: ExecGraph) -> RankFit:
         world_size=g.world_size,
         symbols=symbols,
         skeleton=skel,
-        durations=durations,
-        waits=waits,
-        delays=delays,
+        durations=(sym[in_step].astype(np.int64), cost[in_step]),
+        delays=(delay_key[e_in], e.delay_ns[e_in]),
+        waits=(sym[comm].astype(np.int64), wait[comm]),
+        rows=(row_of_task[tasks], row_of_edge[edges], row_of_comm[comm_tasks]),
+        join_rows=np.where((joins >= 0) & e_in[np.maximum(joins, 0)],
+                           row_of_edge[np.maximum(joins, 0)], -1),
         groups=[{"ranks": list(pg.ranks), "backend": pg.backend} for pg in g.process_groups],
         config=_config(g),
         steps=n_steps,
@@ -142,18 +146,6 @@ def fit_rank(g: ExecGraph) -> RankFit:
         step_pad_ns=_pad(g, rep),
         calibration={k: int(v) for k, v in g.calibration.items()},
     )
-
-
-def _bins(sk: Sketches, keys: NDArray[np.int64], values: NDArray[np.int64]) -> NDArray[np.int8]:
-    """Per value, its slice of the sketch of its key (0 where the key has none)."""
-    uniq, points, _ = sk
-    out = np.zeros(len(keys), dtype=np.int8)
-    if len(uniq) == 0:
-        return out
-    pos = np.minimum(np.searchsorted(uniq, keys), len(uniq) - 1)
-    hit = uniq[pos] == keys
-    out[hit] = bin_of(points, pos[hit], values[hit])
-    return out
 
 
 def _pad(g: ExecGraph, rep: int) -> tuple[int, int]:
@@ -210,6 +202,7 @@ def merge_fits(
     dur: dict[int, list[tuple[NDArray[np.int64], int]]] = {}
     wait: dict[int, list[tuple[NDArray[np.int64], int]]] = {}
     delay: dict[int, list[tuple[NDArray[np.int64], int]]] = {}
+    sample_names = ("durations", "delays", "waits")
     out_members = []
     for mi, fits in enumerate(members):
         offset = offsets[mi] if offsets else [0] * len(fits)
@@ -217,12 +210,36 @@ def merge_fits(
         classes: dict[bytes, int] = {}
         skeletons: list[dict[str, Any]] = []
         rank_class = []
-        for f in sorted(fits, key=lambda f: f.rank):
-            remap = np.array([table.setdefault(s, len(table)) for s in f.symbols], dtype=np.int64)
-            _collect(dur, remap, f.durations, 0)
-            _collect(wait, remap, f.waits, 0)
-            _collect(delay, remap, f.delays, KIND_SHIFT)
-            sk = Skeleton(**{**_fields(f.skeleton), "sym": remap[f.skeleton.sym].astype(np.int32)})
+        ordered = sorted(fits, key=lambda f: f.rank)
+        remaps = [np.array([table.setdefault(s, len(table)) for s in f.symbols], dtype=np.int64)
+                  for f in ordered]  # fmt: skip
+        # one sample per quantity over every rank of the job: sketches, and each skeleton
+        # value's slice of it
+        bins: list[list[NDArray[np.int8]]] = [[] for _ in ordered]
+        joins: list[NDArray[np.int8]] = []
+        for q, (name, into, shift) in enumerate(zip(sample_names, (dur, delay, wait),
+                                                    (0, KIND_SHIFT, 0), strict=True)):  # fmt: skip
+            keys = np.concatenate([_global(getattr(f, name)[0], r, shift)
+                                   for f, r in zip(ordered, remaps, strict=True)])  # fmt: skip
+            values = np.concatenate([getattr(f, name)[1] for f in ordered])
+            ranks_bins = rank_bins(keys, values)
+            start = 0
+            for i, f in enumerate(ordered):
+                n = len(getattr(f, name)[0])
+                mine = ranks_bins[start : start + n]
+                bins[i].append(mine[f.rows[q]])
+                if name == "delays":
+                    joins.append(np.where(f.join_rows >= 0, mine[np.maximum(f.join_rows, 0)]
+                                          if n else 0, 0).astype(np.int8))  # fmt: skip
+                start += n
+            uk, points, counts = fit_sketches(keys, values)
+            for k, p, c in zip(uk.tolist(), points, counts.tolist(), strict=True):
+                into.setdefault(k, []).append((p, c))
+        for f, remap, (b_dur, b_delay, b_wait), b_join in zip(ordered, remaps, bins, joins,
+                                                              strict=True):  # fmt: skip
+            sk = Skeleton(**{**_fields(f.skeleton), "sym": remap[f.skeleton.sym].astype(np.int32),
+                             "dur_bin": b_dur, "delay_bin": b_delay, "wait_bin": b_wait,
+                             "join_bin": b_join})
             k = sk.structure_key()
             if k not in classes:
                 classes[k] = len(skeletons)
@@ -269,17 +286,12 @@ def _fields(sk: Skeleton) -> dict[str, Any]:
     return {k: getattr(sk, k) for k in Skeleton.__dataclass_fields__}
 
 
-def _collect(
-    into: dict[int, list[tuple[NDArray[np.int64], int]]],
-    remap: NDArray[np.int64],
-    sketches: Sketches,
-    shift: int,
-) -> None:
-    keys, points, counts = sketches
-    mask = (1 << shift) - 1 if shift else -1
-    for k, p, c in zip(keys.tolist(), points, counts.tolist(), strict=True):
-        gk = ((k >> shift) << shift) | int(remap[k & mask]) if shift else int(remap[k])
-        into.setdefault(gk, []).append((p, c))
+def _global(keys: NDArray[np.int64], remap: NDArray[np.int64], shift: int) -> NDArray[np.int64]:
+    """Keys with their local symbol replaced by the model's (``kind << shift | symbol``)."""
+    if not shift:
+        return remap[keys]
+    low = keys & ((1 << shift) - 1)
+    return ((keys >> shift) << shift) | remap[low]
 
 
 def _merged(sketches: dict[int, list[tuple[NDArray[np.int64], int]]]) -> dict[str, Any]:

@@ -197,8 +197,10 @@ def resize_layers(g: ExecGraph, skel: Skeleton, layers: int) -> ExecGraph:
     return out
 
 
-def tile_steps(g: ExecGraph, steps: int) -> ExecGraph:
-    """``steps`` copies of the one-step graph ``g``, each after the previous one."""
+def tile_steps(g: ExecGraph, steps: int, join_bin: NDArray[np.int8] | None = None) -> ExecGraph:
+    """``steps`` copies of the one-step graph ``g``, each after the previous one; the
+    program-order edge from one copy into the next on processor ``p`` carries bin
+    ``join_bin[p]``."""
     if steps == 1:
         return g
     n, t = g.num_tasks, g.tasks
@@ -226,8 +228,11 @@ def tile_steps(g: ExecGraph, steps: int) -> ExecGraph:
         dst=np.concatenate([(e.dst + off).reshape(-1), (first + off[1:]).reshape(-1)])
         .astype(np.int32),
         kind=np.concatenate([np.tile(e.kind, steps), np.tile(jk, steps - 1)]),
-        delay_ns=np.concatenate([np.tile(e.delay_ns, steps),
-                                 np.zeros(len(nonempty) * (steps - 1), np.int64)]),
+        delay_ns=np.concatenate([
+            np.tile(e.delay_ns, steps),
+            np.tile(np.zeros(len(nonempty), np.int64) if join_bin is None
+                    else join_bin[nonempty].astype(np.int64), steps - 1),
+        ]),
     )  # fmt: skip
     w = g.waits
     waits = Waits.create(
@@ -289,7 +294,7 @@ def structure(plan: Plan, cls: int) -> ExecGraph:
     g = step_graph(skel, plan.model["classes"])
     if plan.layers is not None:
         g = resize_layers(g, skel, plan.layers)
-    return with_anchors(tile_steps(g, plan.steps))
+    return with_anchors(tile_steps(g, plan.steps, skel.join_bin))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,6 +307,7 @@ class _Sketches:
     def __init__(self, table: Mapping[str, Any]) -> None:
         self.key = np.asarray(table["key"], dtype=np.int64)
         self.points = np.asarray(table["points"], dtype=np.int64).reshape(len(self.key), -1)
+        self.count = np.asarray(table["count"], dtype=np.int64)
 
     def draw(
         self, keys: NDArray[np.int64], bins: NDArray[np.int8], rng: np.random.Generator
@@ -311,7 +317,7 @@ class _Sketches:
             return out
         pos = np.minimum(np.searchsorted(self.key, keys), len(self.key) - 1)
         hit = self.key[pos] == keys
-        out[hit] = draw(self.points, pos[hit], rng, bins[hit])
+        out[hit] = draw(self.points, pos[hit], rng, bins[hit], self.count)
         return out
 
 
@@ -353,7 +359,9 @@ def sample_rank(plan: Plan, rank: int, shape: ExecGraph | None = None) -> ExecGr
     lead, tail = (m.get("step_pad_ns") or [[0, 0]] * len(m["ranks"]))[src_i]
     a = g.annotations
     step = a.kind == int(AnnotationKind.STEP)
-    ann = a.replace(lead_ns=np.where(step, lead, a.lead_ns), tail_ns=np.where(step, tail, a.tail_ns))
+    ann = a.replace(
+        lead_ns=np.where(step, lead, a.lead_ns), tail_ns=np.where(step, tail, a.tail_ns)
+    )
     return dataclasses.replace(
         g,
         processors=procs,
@@ -396,9 +404,32 @@ def stamp(workload: Workload) -> Workload:
     for gi, g in enumerate(workload.graphs):
         lo, hi = r.annotation_spans(gi)
         a = g.annotations.replace(ts_ns=np.maximum(lo, 0), dur_ns=np.maximum(hi - lo, 0))
-        out.append(dataclasses.replace(g, tasks=g.tasks.replace(ts_ns=r.starts(gi).copy()),
-                                       annotations=a))  # fmt: skip
+        tasks, comms = _as_recorded(g, r.starts(gi), r.ends(gi))
+        out.append(dataclasses.replace(g, tasks=tasks, comms=comms, annotations=a))
     return Workload(tuple(out), workload.diagnostics)
+
+
+def _as_recorded(
+    g: ExecGraph, start: NDArray[np.int64], end: NDArray[np.int64]
+) -> tuple[Tasks, Comms]:
+    """Tasks stamped with simulated starts, collectives the way a trace records them: from the
+    rank's own arrival (its latest dependency) to the end, the waiting for peers in
+    ``wait_ns``. The transfer (duration less wait) is the simulated one, so a reader that
+    derives waits from arrivals (``lumos.graph.build_ranks``) replays the same times."""
+    t, e = g.tasks, g.edges
+    comm = t.comm_idx >= 0
+    into = comm[e.dst]
+    ready = np.full(g.num_tasks, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(ready, e.dst[into], np.maximum(end[e.src[into]] + e.delay_ns[into],
+                                                 start[e.src[into]]))  # fmt: skip
+    ready = np.minimum(ready, start)
+    ready[ready == np.iinfo(np.int64).min] = start[ready == np.iinfo(np.int64).min]
+    ts = np.where(comm, ready, start)
+    dur = np.where(comm, end - ready, t.dur_ns)
+    wait = g.comms.wait_ns.copy()
+    rows = t.comm_idx[comm]
+    wait[rows] = start[comm] - ready[comm]
+    return t.replace(ts_ns=ts, dur_ns=dur), g.comms.replace(wait_ns=wait)
 
 
 def sample_workload(plan: Plan, *, timestamps: bool = True) -> Workload:

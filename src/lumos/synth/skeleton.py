@@ -75,6 +75,8 @@ class Skeleton:
     dur_bin: NDArray[np.int8]
     delay_bin: NDArray[np.int8]
     wait_bin: NDArray[np.int8]
+    #: Per processor, the bin of the program-order gap from the previous step into this one.
+    join_bin: NDArray[np.int8]
     step_proc: int
     step_first: int
     step_last: int
@@ -88,7 +90,7 @@ class Skeleton:
         "proc_kind", "proc_device", "proc", "kind", "cls", "sym", "edge_src", "edge_dst",
         "edge_kind", "wait_task", "wait_kind", "wait_target", "wait_device", "wait_record",
         "comm_task", "comm_kind", "comm_size", "comm_pg", "comm_seq", "comm_peer", "comm_tag",
-        "dur_bin", "delay_bin", "wait_bin",
+        "dur_bin", "delay_bin", "wait_bin", "join_bin",
     )  # fmt: skip
 
     def structure_key(self) -> bytes:
@@ -101,8 +103,12 @@ class Skeleton:
         out: dict[str, Any] = {k: getattr(self, k).tolist() for k in self._ARRAYS}
         out["step"] = [self.step_proc, self.step_first, self.step_last]
         out["layers"] = [
-            {"proc": s.proc, "level": s.level, "phase": s.phase, "blocks": [list(b) for b in
-                                                                            s.blocks]}
+            {
+                "proc": s.proc,
+                "level": s.level,
+                "phase": s.phase,
+                "blocks": [list(b) for b in s.blocks],
+            }
             for s in self.layers
         ]
         return out
@@ -127,6 +133,7 @@ _DTYPES = {
     "wait_device": "int32", "wait_record": "int32", "comm_task": "int32", "comm_kind": "int8",
     "comm_size": "int64", "comm_pg": "int32", "comm_seq": "int64", "comm_peer": "int32",
     "comm_tag": "int64", "dur_bin": "int8", "delay_bin": "int8", "wait_bin": "int8",
+    "join_bin": "int8",
 }  # fmt: skip
 
 
@@ -158,12 +165,13 @@ def extract_step(
     sym: NDArray[np.int32],
     cls: NDArray[np.int16],
     layers: tuple[tuple[int, str, str, tuple[NDArray[np.int64], ...]], ...] = (),
-    bins: tuple[NDArray[np.int8], NDArray[np.int8], NDArray[np.int8]] | None = None,
-) -> Skeleton:
+) -> tuple[Skeleton, tuple[NDArray[np.int64], ...]]:
     """The skeleton of step ``s`` of ``g`` (``step`` from :func:`step_of_tasks`; ``sym`` and
     ``cls`` per task of ``g``). ``layers`` are the step's layer groups as ``(processor, level,
     phase, blocks of task indices of g)``; blocks losing tasks to the window are left out.
-    ``bins`` are per task, per edge and per task (collectives) of ``g``."""
+    Also returns which tasks, edges and collective tasks of ``g`` the skeleton's tasks, edges
+    and collectives are, and per processor the program-order edge entering the step (-1 for
+    none): its quantile bins are left zero for the caller to fill."""
     t = g.tasks
     sel = np.flatnonzero(step == s)
     sel = sel[np.lexsort((t.order[sel], t.processor_idx[sel]))]
@@ -206,10 +214,10 @@ def extract_step(
         lb = [local[b] for b in blocks]
         if all((x >= 0).all() for x in lb):
             specs.append(LayerSpec(proc, level, phase, tuple(tuple(x.tolist()) for x in lb)))
-    p = g.processors
+    procs = g.processors
     return Skeleton(
-        proc_kind=p.kind.copy(),
-        proc_device=p.device.copy(),
+        proc_kind=procs.kind.copy(),
+        proc_device=procs.device.copy(),
         proc=t.processor_idx[sel],
         kind=t.kind[sel],
         cls=cls[sel],
@@ -230,11 +238,22 @@ def extract_step(
         comm_seq=seq,
         comm_peer=peer.astype(np.int32),
         comm_tag=c.tag[rows],
-        dur_bin=bins[0][sel] if bins else np.zeros(len(sel), np.int8),
-        delay_bin=bins[1][ek] if bins else np.zeros(int(ek.sum()), np.int8),
-        wait_bin=bins[2][comm_tasks] if bins else np.zeros(len(comm_tasks), np.int8),
+        dur_bin=np.zeros(len(sel), np.int8),
+        delay_bin=np.zeros(int(ek.sum()), np.int8),
+        wait_bin=np.zeros(len(comm_tasks), np.int8),
+        join_bin=np.zeros(len(procs.kind), np.int8),
         step_proc=step_span[0],
         step_first=step_span[1],
         step_last=step_span[2],
         layers=tuple(specs),
-    )  # fmt: skip
+    ), (sel, np.flatnonzero(ek), comm_tasks, _joins(g, local))  # fmt: skip
+
+
+def _joins(g: ExecGraph, local: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Per processor, the program-order edge from outside the step into its first task there."""
+    e = g.edges
+    intra = np.isin(e.kind, (int(DepKind.INTRA_THREAD), int(DepKind.INTRA_STREAM)))
+    into = np.flatnonzero(intra & (local[e.src] < 0) & (local[e.dst] >= 0))
+    out = np.full(len(g.processors), -1, dtype=np.int64)
+    out[g.tasks.processor_idx[e.dst[into]]] = into
+    return out
