@@ -165,7 +165,9 @@ class _Inflater:
         if not rest:
             return False
         if compression_of(rest) != self._fmt:
-            raise InputError(self._where, f"unexpected data after the end of the {self._fmt} stream")
+            raise InputError(
+                self._where, f"unexpected data after the end of the {self._fmt} stream"
+            )
         self._d, self._tail = self._new(), rest
         return True
 
@@ -385,8 +387,9 @@ def iter_heads(
                         continue
                     if info.name in seen:
                         raise InputError(
-                            p, f"archive holds two members named {info.name!r}; lumos cannot "
-                            "tell which one is meant"
+                            p,
+                            f"archive holds two members named {info.name!r}; lumos cannot "
+                            "tell which one is meant",
                         )
                     seen.add(info.name)
                     if Path(info.name).name.startswith("."):

@@ -169,9 +169,7 @@ class _Rank:
             busy_until = max(busy_until, e)
 
 
-def to_astra(
-    workload: Workload, result: SimResult, network: AstraNetwork
-) -> AstraTarget:
+def to_astra(workload: Workload, result: SimResult, network: AstraNetwork) -> AstraTarget:
     """Every rank of ``workload`` (replayed as ``result``) as an ASTRA-sim-ready Chakra trace;
     see the module docstring for the rules. ``network`` turns sizes the trace lacks into sizes
     with the traced transfer time."""

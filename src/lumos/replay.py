@@ -132,8 +132,9 @@ def build_workload(
     ranks = [g.rank for g in graphs]
     sizes = sorted({g.world_size for g in graphs})
     if len(sizes) > 1:
-        which = ", ".join(f"{r.where} (world size {g.world_size})" for r, g in zip(refs, graphs,
-                                                                                  strict=True))
+        which = ", ".join(
+            f"{r.where} (world size {g.world_size})" for r, g in zip(refs, graphs, strict=True)
+        )
         raise ConfigError(f"traces of different jobs cannot replay together: {which}")
     if len(set(ranks)) != len(ranks):
         raise ConfigError(

@@ -117,6 +117,7 @@ def test_uneven_all_to_all_is_folded_to_the_largest_size():
 
 # -- microbenchmarks: ASTRA-sim's own numbers (1 MiB, 8-NPU ring, 50 GB/s, 500 ns, 4 chunks)
 
+
 @pytest.mark.parametrize(("collective", "astra_ns"), [
     ("all_reduce", 117_780), ("all_gather", 151_016), ("reduce_scatter", 86_420),
     ("all_to_all", 125_480),

@@ -59,8 +59,16 @@ def test_alternate_overrides_parse_into_configuration_b():
     assert args.b.mode == "pipeline" and args.b.layers == args.layers == 4
     wide = gpt.parse_args(["--alternate", "hidden=256,ffn=512"]).b
     assert (wide.hidden, wide.ffn_mult) == (256, 2)
-    assert gpt.config_dict(wide) == {"batch": 8, "ffn": 512, "heads": 4, "hidden": 256,
-                                     "layers": 4, "microbatches": 2, "seq": 64, "vocab": 512}
+    assert gpt.config_dict(wide) == {
+        "batch": 8,
+        "ffn": 512,
+        "heads": 4,
+        "hidden": 256,
+        "layers": 4,
+        "microbatches": 2,
+        "seq": 64,
+        "vocab": 512,
+    }
     assert gpt.config_of(wide).ffn_mult == 2
     assert gpt.parse_args([]).b is None  # default behaviour unchanged
 

@@ -94,7 +94,11 @@ def test_split_keeps_b_with_the_gap_event_before_its_first_step():
     ])  # fmt: skip
     # slot 1 (100..150) dropped: everything of B moves back 50 us, after slot 3 another 60
     assert (ev["g"]["ts"], ev["ProfilerStep#2"]["ts"], ev["b1"]["ts"]) == (102.0, 105.0, 110.0)
-    assert (ev["ProfilerStep#4"]["ts"], ev["b2"]["ts"], ev["gloo:op"]["ts"]) == (150.0, 160.0, 155.0)
+    assert (ev["ProfilerStep#4"]["ts"], ev["b2"]["ts"], ev["gloo:op"]["ts"]) == (
+        150.0,
+        160.0,
+        155.0,
+    )
     assert ev["Record Window End"]["ts"] == 200.0
     assert (ev["PyTorch Profiler (0)"]["ts"], ev["PyTorch Profiler (0)"]["dur"]) == (90.0, 120.0)
 
@@ -131,8 +135,15 @@ def test_split_run_writes_one_run_directory_per_configuration(tmp_path):
         "format": "lumos.run", "version": 1, "world_size": 2, "parallel": {"pp": 2},
         "schedule": {"wait": 1, "warmup": 1, "active": 4}, "ranks": ranks,
     }))  # fmt: skip
-    (src / "alternate.json").write_text(json.dumps({"configs": {
-        "B": {"config": {"layers": 8}, "parallel": {"pp": 2, "num_microbatches": 4}}}}))
+    (src / "alternate.json").write_text(
+        json.dumps(
+            {
+                "configs": {
+                    "B": {"config": {"layers": 8}, "parallel": {"pp": 2, "num_microbatches": 4}}
+                }
+            }
+        )
+    )
     got = split_run(src, {"A": tmp_path / "a", "B": tmp_path / "b"})
     assert got["A"]["parallel"] == {"pp": 2} and got["A"]["alternate"]["kept_steps"] == [1, 3]
     assert got["B"]["parallel"] == {"pp": 2, "num_microbatches": 4}

@@ -47,7 +47,9 @@ def test_calibrate_from_graph_per_kind_and_group_size():
     b.task(st, "nccl?", 900, TaskKind.COMM, comm=c)
     rows = calibrate_from_graph(b.build())
     assert [(r.kind, r.group_size, r.samples) for r in rows] == [
-        ("all_gather", 4, 1), ("all_reduce", 4, len(sizes))]
+        ("all_gather", 4, 1),
+        ("all_reduce", 4, len(sizes)),
+    ]
     assert rows[0].fit is None and "one size" in rows[0].note
     fit = rows[1].fit
     assert fit.latency_ns == pytest.approx(ALPHA_NS, rel=0.05)

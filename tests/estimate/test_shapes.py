@@ -28,7 +28,10 @@ def test_work_of_matrix_products_attention_and_elementwise():
     assert work_of("aten::mm", [[512, 512], [512, 128]]) == 2 * 512 * 512 * 128
     assert work_of("aten::bmm", [[32, 64, 32], [32, 32, 64]]) == 2 * 32 * 64 * 32 * 64
     attn = [[8, 4, 64, 32], [8, 4, 64, 32], [8, 4, 64, 32]]
-    assert work_of("aten::_scaled_dot_product_flash_attention_for_cpu", attn) == 4 * 8 * 4 * 64 * 64 * 32
+    assert (
+        work_of("aten::_scaled_dot_product_flash_attention_for_cpu", attn)
+        == 4 * 8 * 4 * 64 * 64 * 32
+    )
     assert work_of("aten::gelu", [[8, 64, 512], []]) == 8 * 64 * 512
     assert work_of("aten::_foreach_add_", [[[384, 128], [384]], []]) == 384 * 128 + 384
     assert work_of("aten::view", [[8, 64, 128], []]) == 0  # touches no data

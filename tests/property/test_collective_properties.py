@@ -56,10 +56,12 @@ def test_collectives_start_together_and_run_their_transfer(case: tuple[Workload,
         starts = np.array([r.starts(int(a))[b] for a, b in zip(gi, ti, strict=True)])
         ends = np.array([r.ends(int(a))[b] for a, b in zip(gi, ti, strict=True)])
         durs = np.array([w.graphs[int(a)].tasks.dur_ns[b] for a, b in zip(gi, ti, strict=True)])
-        waits = np.array([
-            w.graphs[int(a)].comms.wait_ns[w.graphs[int(a)].tasks.comm_idx[b]]
-            for a, b in zip(gi, ti, strict=True)
-        ])
+        waits = np.array(
+            [
+                w.graphs[int(a)].comms.wait_ns[w.graphs[int(a)].tasks.comm_idx[b]]
+                for a, b in zip(gi, ti, strict=True)
+            ]
+        )
         assert (starts == starts[0]).all()
         assert (ends == starts[0] + durs - waits).all()
     for gi, g in enumerate(w.graphs):

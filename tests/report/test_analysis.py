@@ -149,7 +149,11 @@ def test_the_recorded_gloo_straggler_is_found_in_both_views():
     late = replay(w).analysis()["rank_lateness"].to_dicts()
     for view in ("measured", "predicted"):
         r = {x["rank"]: x for x in late if x["view"] == view}
-        assert (r[1]["times_last"], r[1]["late_ns"], r[1]["max_late_ns"]) == (8, 173461026, 48756024)
+        assert (r[1]["times_last"], r[1]["late_ns"], r[1]["max_late_ns"]) == (
+            8,
+            173461026,
+            48756024,
+        )
         assert (r[0]["times_last"], r[0]["late_ns"]) == (0, 0)
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from realdata import trace
 
 import lumos
 from lumos.cli.main import main
@@ -24,6 +23,7 @@ from lumos.synth.files import read_model, write_model
 from lumos.synth.fit import fit_model
 from lumos.synth.sample import plan_sample, sample_workload
 from lumos.synth.skeleton import step_of_tasks
+from realdata import trace
 
 DEMO = Path(lumos.example_trace_path()).parent
 
@@ -56,7 +56,7 @@ def _assert_faithful(src: dict[str, Any], got: dict[str, Any]) -> None:
         assert abs(got["share"][k] - v) <= 0.05, (k, got["share"][k], v)
     big = src["counts"] >= 0.01 * src["counts"].sum()
     dev = np.abs(got["counts"][big] / src["counts"][big] - 1)
-    assert dev.max() <= 0.05, {CLASSES[i]: d for i, d in zip(np.flatnonzero(big), dev)}
+    assert dev.max() <= 0.05, {CLASSES[i]: d for i, d in zip(np.flatnonzero(big), dev, strict=True)}
     assert got["comm"] == pytest.approx(src["comm"], rel=0.02)
 
 
@@ -120,7 +120,7 @@ def test_steps_and_ranks(demo_model: dict[str, Any]) -> None:
     r = lumos.simulate(four)
     assert len(r.steps(3)) == 4
     # the world-wide group grew with the world: every rank's collectives pair up
-    assert [pg.ranks for pg in four.graphs[2].process_groups][0] == (0, 1, 2, 3)
+    assert four.graphs[2].process_groups[0].ranks == (0, 1, 2, 3)
 
 
 def test_layers_copy_whole_layer_blocks(demo_model: dict[str, Any]) -> None:
@@ -130,8 +130,9 @@ def test_layers_copy_whole_layer_blocks(demo_model: dict[str, Any]) -> None:
     skel = demo_model["members"][0]["skeletons"][0]
     layer = {i for s in skel["layers"] for b in s["blocks"][:1] for i in b}
     assert layer, "the demo's layers were found"
+    # every step gains the tasks of two more layers in each layer group
     grown = more.graphs[0].num_tasks - base.graphs[0].num_tasks
-    assert grown > 0 and grown % 6 == 0  # two more layers per group, in each of 6 steps... or
+    assert grown > 0 and grown % base.graphs[0].annotations.kind.size == 0
     ratio = _stats(more)["step"] / _stats(base)["step"]
     assert 1.15 < ratio < 2.0
 
@@ -143,7 +144,7 @@ def test_bad_requests_and_files(demo_model: dict[str, Any], tmp_path: Path) -> N
         plan_sample(demo_model, steps=0)
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}')
-    with pytest.raises(InputError, match="bad.json.*not a lumos synth model"):
+    with pytest.raises(InputError, match=r"bad\.json.*not a lumos synth model"):
         read_model(bad)
     old = tmp_path / "old.json"
     old.write_text(json.dumps({**demo_model, "version": 0}))
@@ -171,6 +172,7 @@ def test_cli_fit_sample_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str
     direct = sample_workload(plan_sample(read_model(model), steps=2, seed=5))
     r1, r2 = lumos.simulate(w), lumos.simulate(direct)
     for gi in range(2):
-        assert [s["predicted_ns"] for s in r1.steps(gi)] == [s["predicted_ns"] for s in
-                                                             r2.steps(gi)]
+        assert [s["predicted_ns"] for s in r1.steps(gi)] == [
+            s["predicted_ns"] for s in r2.steps(gi)
+        ]
     assert main(["synth", "sample", str(tmp_path / "nope.json"), "-o", str(tmp_path / "x")]) == 1

@@ -39,7 +39,9 @@ def test_replay_and_convert_commands_take_it(tmp_path, capsys):
     assert main(["replay", str(example_run_dir()), "-o", str(tmp_path / "r")]) == 0
     doc = json.loads((tmp_path / "r" / "replay.json").read_text())
     assert len(doc["steps"]) == 3
-    assert main(["convert", str(example_run_dir()), "-o", str(tmp_path / "c"), "--workers", "1"]) == 0
+    assert (
+        main(["convert", str(example_run_dir()), "-o", str(tmp_path / "c"), "--workers", "1"]) == 0
+    )
     assert sorted(p.name for p in tmp_path.glob("c.*.et")) == ["c.0.et", "c.1.et"]
     assert main(["chakra", "validate", str(tmp_path / "c.0.et")]) == 0
     assert "ProfilerStep#" in capsys.readouterr().out

@@ -309,9 +309,7 @@ class _Sim:
             self.recvs[key].append((time, row))
 
 
-def simulate_slots(
-    traces: Mapping[int, ChakraTrace], network: AstraNetwork | None
-) -> SlotResult:
+def simulate_slots(traces: Mapping[int, ChakraTrace], network: AstraNetwork | None) -> SlotResult:
     """Run ``traces`` (rank -> trace) with ASTRA-sim's semantics (module docstring).
     ``network`` None: collectives take their ``duration_micros`` (counted in diagnostics)."""
     sim = _Sim(traces, network)

@@ -253,10 +253,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check", help="what makes a consumer abort or stall on a set of ETs (--astra-sim)"
     )
     k.add_argument("path", help="directory or <prefix> of rank files (or one .et)")
-    k.add_argument("--astra-sim", action="store_true",
-                   help="check for ASTRA-sim (analytical backend, feeder v3); exit 1 on errors")
-    k.add_argument("--network", metavar="DIR",
-                   help="directory with network.yml and system.json (default: beside the ETs)")
+    k.add_argument(
+        "--astra-sim",
+        action="store_true",
+        help="check for ASTRA-sim (analytical backend, feeder v3); exit 1 on errors",
+    )
+    k.add_argument(
+        "--network",
+        metavar="DIR",
+        help="directory with network.yml and system.json (default: beside the ETs)",
+    )
     k.add_argument("--show", type=int, default=3, help="examples per problem kind (default 3)")
     k.set_defaults(func=_check)
 
@@ -285,8 +291,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     t.add_argument("path")
     t.add_argument("-o", "--output", required=True, help="output .json")
-    t.add_argument("--strict", action="store_true",
-                   help="exit 1 when some nodes cannot be scheduled (a dependency cycle)")
+    t.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when some nodes cannot be scheduled (a dependency cycle)",
+    )
     t.set_defaults(func=_timeline, out_kind="file")
 
     x = tools.add_parser("text2et", help="ASTRA-sim 1.0 text workload -> per-rank Chakra ETs")
@@ -312,10 +321,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=".",
         help="writes <dir>/<coll>_<N>npus_<size>/<coll>.<rank>.et",
     )
-    m.add_argument("--target", choices=("astra-sim",), default=None,
-                   help="also write network.yml, system.json, remote_memory.json beside the ETs")
-    m.add_argument("--bandwidth", type=float, default=50.0,
-                   help="with --target: link GB/s (ASTRA-sim's 2^30 bytes; default 50)")
+    m.add_argument(
+        "--target",
+        choices=("astra-sim",),
+        default=None,
+        help="also write network.yml, system.json, remote_memory.json beside the ETs",
+    )
+    m.add_argument(
+        "--bandwidth",
+        type=float,
+        default=50.0,
+        help="with --target: link GB/s (ASTRA-sim's 2^30 bytes; default 50)",
+    )
     m.add_argument("--latency", type=float, default=500.0, help="link latency ns (default 500)")
     m.add_argument("--chunks", type=int, default=4, help="preferred dataset splits (default 4)")
     m.add_argument("--endpoint-delay", type=int, default=10, help="ns (default 10)")

@@ -72,12 +72,16 @@ def _run_astra(args: argparse.Namespace) -> int:
     for r in rep.ranks:
         print(f"{r.rank:>5} {r.nodes:>9} {r.collectives:>6} {r.measured_end_ns / 1e6:>16.3f} "
               f"{r.replay_end_ns / 1e6:>14.3f}  {r.output}")  # fmt: skip
-    print(f"network: ring of {net['npus']}, {net['bw_bytes_per_s'] / 2**30:.3f} GB/s (2^30), "
-          f"latency {net['latency_ns']} ns; fitted to {rep.fit.get('samples', 0)} collectives")
+    print(
+        f"network: ring of {net['npus']}, {net['bw_bytes_per_s'] / 2**30:.3f} GB/s (2^30), "
+        f"latency {net['latency_ns']} ns; fitted to {rep.fit.get('samples', 0)} collectives"
+    )
     for code, d in rep.diagnostics.items():
         print(f"  {code}: {d['count']}" + (f" (e.g. {d['example']})" if d.get("example") else ""))
-    print(f"wrote {len(rep.ranks)} Chakra ET(s), {', '.join(rep.configs)} and "
-          f"{rep.out_prefix}.convert.json")
+    print(
+        f"wrote {len(rep.ranks)} Chakra ET(s), {', '.join(rep.configs)} and "
+        f"{rep.out_prefix}.convert.json"
+    )
     return 0
 
 

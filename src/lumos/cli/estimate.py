@@ -26,16 +26,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="one scenario setting, e.g. dp=16, straggler=3:1.5, link=2:2, layers=48, "
-                   "hidden=8192, seq=4096, microbatches=8")
-    p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="one scenario per value (on top of --set)")
-    p.add_argument("--baseline", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a value of the baseline configuration found in the trace "
-                   "(see `lumos layers`), e.g. hidden=4096")
-    p.add_argument("--topology", default=None, metavar="NAME|FILE",
-                   help="network for scenarios that re-time communication (a preset or TOML)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one scenario setting, e.g. dp=16, straggler=3:1.5, link=2:2, layers=48, "
+        "hidden=8192, seq=4096, microbatches=8",
+    )
+    p.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="one scenario per value (on top of --set)",
+    )
+    p.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a value of the baseline configuration found in the trace "
+        "(see `lumos layers`), e.g. hidden=4096",
+    )
+    p.add_argument(
+        "--topology",
+        default=None,
+        metavar="NAME|FILE",
+        help="network for scenarios that re-time communication (a preset or TOML)",
+    )
     p.add_argument("--algorithm", default="auto", help="collective algorithm (default: auto)")
     add_parallel_args(p)
     p.set_defaults(func=run, out_kind="dir")  # fmt: skip

@@ -103,9 +103,7 @@ def format_summary(s: dict[str, Any]) -> str:
         return "\n".join(lines)
     world = s["world_size"] if s["world_size"] >= 0 else "?"
     rank = s["rank"] if s["rank"] >= 0 else "?"
-    lines.append(
-        f"  rank {rank}/{world}  backend {s['backend'] or '-'}  device {_device(s)}"
-    )
+    lines.append(f"  rank {rank}/{world}  backend {s['backend'] or '-'}  device {_device(s)}")
     lines.append(f"  events: {s['num_events']} ({s['num_duration_events']} with durations)")
     cats = ", ".join(f"{k} {v}" for k, v in s["categories"].items())
     lines.append(f"  categories: {cats}")

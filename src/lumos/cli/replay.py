@@ -154,8 +154,10 @@ def _model_lines(s: dict[str, Any], verbose: bool) -> list[str]:
     diag = s.get("diagnostics") or {}
     if verbose:
         for code, d in diag.items():
-            out.append(f"  diagnostic {code}: {d['count']}" + (f" (e.g. {d['example']})"
-                                                               if d.get("example") else ""))
+            out.append(
+                f"  diagnostic {code}: {d['count']}"
+                + (f" (e.g. {d['example']})" if d.get("example") else "")
+            )
     else:
         short = [f"{diag[c]['count']} {text}" for c, text in _SHORT.items() if c in diag]
         rest = sum(d["count"] for c, d in diag.items() if c not in _SHORT)
@@ -183,9 +185,7 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
             meas = w["measured"][1] - w["measured"][0]
             pred = w["predicted"][1] - w["predicted"][0]
             err = f"{(pred - meas) / meas * 100:+8.2f}%" if meas else "-"
-            lines.append(
-                f"  {'(no ProfilerStep) run':<22}{_ms(meas):>12}{_ms(pred):>14}{err:>9}"
-            )
+            lines.append(f"  {'(no ProfilerStep) run':<22}{_ms(meas):>12}{_ms(pred):>14}{err:>9}")
         e = s["error"]
         if e["mean_abs"] is not None:
             lines.append(

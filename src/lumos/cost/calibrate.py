@@ -116,8 +116,16 @@ def calibrate_from_graph(graph_or_workload: ExecGraph | Workload) -> list[Calibr
     for (name, p), (xs, ys) in sorted(samples.items()):
         distinct = len(set(xs))
         if distinct < 2:
-            rows.append(CalibrationRow(name, p, len(xs), distinct, None,
-                                       "one size only: latency and bandwidth not separable"))
+            rows.append(
+                CalibrationRow(
+                    name,
+                    p,
+                    len(xs),
+                    distinct,
+                    None,
+                    "one size only: latency and bandwidth not separable",
+                )
+            )
             continue
         rows.append(CalibrationRow(name, p, len(xs), distinct, fit_alpha_beta(xs, ys)))
     return rows

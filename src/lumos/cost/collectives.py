@@ -247,8 +247,10 @@ def collective_time(
                         {"latency_ns": 0, "bandwidth_ns": 0, "reduction_ns": 0})  # fmt: skip
     reduced = 0.0
     if algo == "hierarchical" or (
-        ctype == CommType.ALL_TO_ALL and isinstance(network, Topology)
-        and ranks > network.gpus_per_node and algo == "direct"
+        ctype == CommType.ALL_TO_ALL
+        and isinstance(network, Topology)
+        and ranks > network.gpus_per_node
+        and algo == "direct"
     ):
         if not isinstance(network, Topology):
             raise ConfigError("the hierarchical algorithm needs a --topology (nodes and links)")
@@ -283,7 +285,10 @@ def _multi_node(
     if kind == CommType.ALL_TO_ALL:
         intra = (g - 1) / p * n / b_i
         inter = g * (p - g) / p * n / b_o
-        return {"latency_ns": chunks * max(a_i, a_o), "bandwidth_ns": round(max(intra, inter) * 1e9)}
+        return {
+            "latency_ns": chunks * max(a_i, a_o),
+            "bandwidth_ns": round(max(intra, inter) * 1e9),
+        }
     if kind == CommType.ALL_REDUCE:
         twice = 2
     elif kind in (CommType.ALL_GATHER, CommType.REDUCE_SCATTER, CommType.REDUCE_SCATTER_BLOCK):

@@ -293,7 +293,9 @@ def _tasks_and_order(
     order = (idx - group_start).astype(np.int32)
     step = np.where(first, t.ts_ns[src], gap[src])
     csum = np.cumsum(step)
-    ts = (csum - np.where(group_start > 0, csum[np.maximum(group_start - 1, 0)], 0)).astype(np.int64)
+    ts = (csum - np.where(group_start > 0, csum[np.maximum(group_start - 1, 0)], 0)).astype(
+        np.int64
+    )
     ts = np.where(group_start > 0, ts, csum)
     link = np.flatnonzero(~first & has_in[src])
     thread = g.processors.kind[proc[link]] == int(ProcessorKind.THREAD)

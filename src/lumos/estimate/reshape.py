@@ -204,9 +204,11 @@ def _forward_params(g: ExecGraph, lm, mapper: _Mapper | None) -> tuple[float, fl
     back = marked(g, BACKWARD_PATTERN, indptr, perm) | marked(g, OPTIMIZER_PATTERN, indptr, perm)
     a, t = g.annotations, g.tasks
     steps = np.flatnonzero(a.kind == int(AnnotationKind.STEP))
-    lo, hi = (int(a.ts_ns[steps[0]]), int(a.ts_ns[steps[0]] + a.dur_ns[steps[0]])) if len(
-        steps
-    ) else (-(2**62), 2**62)
+    lo, hi = (
+        (int(a.ts_ns[steps[0]]), int(a.ts_ns[steps[0]] + a.dur_ns[steps[0]]))
+        if len(steps)
+        else (-(2**62), 2**62)
+    )
     wanted = np.fromiter((n in _PARAM_OPS for n in g.names), bool, len(g.names))
     spans = np.flatnonzero((a.dims_idx >= 0) & (a.first_task_idx >= 0) & wanted[a.name_idx])
     ops = [(g.names[a.name_idx[i]], int(a.dims_idx[i]), int(a.first_task_idx[i]))
@@ -227,15 +229,17 @@ def _forward_params(g: ExecGraph, lm, mapper: _Mapper | None) -> tuple[float, fl
     return out[0], out[1]
 
 
-def _param_ratio(workload: Workload, base: Baseline, layers_ratio: float, new: Dims | None) -> float:
+def _param_ratio(
+    workload: Workload, base: Baseline, layers_ratio: float, new: Dims | None
+) -> float:
     """New over old parameter count of rank 0's model part (its forward's weights)."""
     g = workload.graphs[0]
     lm = base.layer_maps[0] if base.layer_maps else find_layers(g)
     out_old, in_old = _forward_params(g, lm, None)
     if out_old + in_old <= 0:
         return layers_ratio
-    out_new, in_new = (out_old, in_old) if new is None else _forward_params(
-        g, lm, _Mapper(base.dims(), new)
+    out_new, in_new = (
+        (out_old, in_old) if new is None else _forward_params(g, lm, _Mapper(base.dims(), new))
     )
     return (out_new + layers_ratio * in_new) / (out_old + in_old)
 

@@ -335,7 +335,9 @@ def retime_spans(
     intra = np.flatnonzero(e.kind == int(DepKind.INTRA_THREAD))
     if not len(intra) or g.task_dims_idx is None:
         return delay, 0
-    spans = np.flatnonzero((a.kind == int(AnnotationKind.USER)) & (a.dims_idx >= 0) & (a.dur_ns > 0))
+    spans = np.flatnonzero(
+        (a.kind == int(AnnotationKind.USER)) & (a.dims_idx >= 0) & (a.dur_ns > 0)
+    )
     if not len(spans):
         return delay, 0
     first = a.first_task_idx[spans]

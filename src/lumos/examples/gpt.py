@@ -407,7 +407,9 @@ def _check(args: argparse.Namespace, what: str) -> None:
         raise ValueError(f"{what}: batch ({args.batch}) must be a multiple of microbatches "
                          f"({args.microbatches})")  # fmt: skip
     if args.hidden % args.heads:
-        raise ValueError(f"{what}: hidden ({args.hidden}) must be a multiple of heads ({args.heads})")
+        raise ValueError(
+            f"{what}: hidden ({args.hidden}) must be a multiple of heads ({args.heads})"
+        )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

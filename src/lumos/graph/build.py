@@ -277,8 +277,6 @@ def _processors(trace: KinetoTrace, layout: TaskLayout) -> Processors:
     )  # fmt: skip
 
 
-
-
 def _task_dims(trace: KinetoTrace, event_idx: np.ndarray, spans: Annotations) -> dict[str, Any]:
     """``dims``, ``task_dims_idx`` and the spans' ``dims_idx``: each task's and each parent op's
     recorded "Input Dims" (or -1), renumbered into the distinct values this graph uses."""

@@ -58,8 +58,10 @@ __all__ = [
 BLOCKED_FACTOR = 10
 
 
-_ENQUEUE = re.compile(r"^(cuda|hip|cu)(Launch|ExtLaunch|ModuleLaunch|ExtModuleLaunch|Memcpy\w*Async|"
-                      r"Memset\w*Async|GraphLaunch)")
+_ENQUEUE = re.compile(
+    r"^(cuda|hip|cu)(Launch|ExtLaunch|ModuleLaunch|ExtModuleLaunch|Memcpy\w*Async|"
+    r"Memset\w*Async|GraphLaunch)"
+)
 
 
 def enqueue_names(trace: KinetoTrace) -> NDArray[np.bool_]:
@@ -168,7 +170,6 @@ def shorten_syncs(
     return keep
 
 
-
 @dataclass(frozen=True, eq=False)
 class BlockedCalls:
     """Enqueue calls (kernel launches, async copies) that blocked on a full launch queue.
@@ -262,7 +263,9 @@ def blocking_ops(
     gaps = list(thread_gaps(layout, arrive, end, on_stream, real).values())
     floor = overhead_floor_ns(np.concatenate([np.zeros(0, np.int64), *gaps]))
     dur = end - arrive
-    cand = np.flatnonzero((layout.kind == 0) & real & ~on_stream & (dur > WAIT_FACTOR * max(floor, 1)))
+    cand = np.flatnonzero(
+        (layout.kind == 0) & real & ~on_stream & (dur > WAIT_FACTOR * max(floor, 1))
+    )
     same_next, next_start = next_on_processor(layout, arrive)
     candidates = [Candidates.of(layout, q, arrive, end, end) for q in range(len(layout.processors))]
     out: dict[str, list[int]] = {k: [] for k in ("call", "cost", "next", "rel", "r", "gap")}

@@ -118,9 +118,7 @@ def _only_peer(
 ) -> NDArray[np.int32]:
     """Sends and receives whose peer the trace does not name (gloo without "Concrete
     Inputs"), in a group of two ranks: the peer is the other one (counted)."""
-    unknown = np.flatnonzero(
-        np.isin(kinds, [int(CommType.SEND), int(CommType.RECV)]) & (peer < 0)
-    )
+    unknown = np.flatnonzero(np.isin(kinds, [int(CommType.SEND), int(CommType.RECV)]) & (peer < 0))
     if not unknown.size:
         return peer
     me = trace.meta.rank if trace.meta.rank >= 0 else 0
@@ -137,7 +135,9 @@ def _only_peer(
 
 
 def waiting_ns(
-    kind: NDArray[np.int8], size_bytes: NDArray[np.int64], pg: NDArray[np.int32],
+    kind: NDArray[np.int8],
+    size_bytes: NDArray[np.int64],
+    pg: NDArray[np.int32],
     dur_ns: NDArray[np.int64],
 ) -> NDArray[np.int64]:
     """How much of each communication task's recorded duration was waiting for peers.
@@ -164,9 +164,7 @@ def waiting_ns(
     return wait
 
 
-def handoffs(
-    trace: KinetoTrace, layout: TaskLayout
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def handoffs(trace: KinetoTrace, layout: TaskLayout) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """``(call_task, comm_task)``: each gloo worker span (CPU_COMM task) and the task of the
     thread that issued it: the collective call itself when it is a task, else the last task that
     starts inside the call. A worker runs a collective when it was handed one, so this, not the

@@ -195,9 +195,7 @@ def calibrate_gpu(
     stream_delay = np.where(first & (launcher[s_dst] >= 0), 0, stream_delay)
     head = first & (launcher[s_dst] < 0)
     stream_delay = np.where(head, ts[s_dst] - layout.origin_ns, stream_delay)
-    cross_delay = np.where(
-        binds_cross[x_dst] & (end[x_src] == cross_ready[x_dst]), slack[x_dst], 0
-    )
+    cross_delay = np.where(binds_cross[x_dst] & (end[x_src] == cross_ready[x_dst]), slack[x_dst], 0)
     edges = [
         (s_src, s_dst, DepKind.INTRA_STREAM, stream_delay),
         (launcher[launched], launched, DepKind.LAUNCH, launch_delay),

@@ -270,7 +270,6 @@ def releaser(
     return best
 
 
-
 def thread_gaps(
     layout: TaskLayout,
     arrive: NDArray[np.int64],

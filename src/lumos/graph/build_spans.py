@@ -87,7 +87,9 @@ def cpu_spans(
     step_ev[trace.steps.event_idx] = True
     cand = np.flatnonzero(
         np.isin(ev.cat, (int(Category.CPU_OP), int(Category.USER_ANNOTATION)))
-        & ~task_ev & ~step_ev & (ev.dur_ns > 0)
+        & ~task_ev
+        & ~step_ev
+        & (ev.dur_ns > 0)
     )
     gp_of = np.full(len(trace.processors), -1, dtype=np.int64)
     gp_of[layout.processors] = np.arange(len(layout.processors))

@@ -130,7 +130,9 @@ def _union(
     return lo[starts], reach[ends]
 
 
-def _measure(lo: NDArray[np.int64], hi: NDArray[np.int64], x: NDArray[np.int64]) -> NDArray[np.int64]:
+def _measure(
+    lo: NDArray[np.int64], hi: NDArray[np.int64], x: NDArray[np.int64]
+) -> NDArray[np.int64]:
     """Length of the union of disjoint sorted ``[lo, hi)`` that lies before each ``x``."""
     full = np.concatenate(([0], np.cumsum(hi - lo)))
     k = np.searchsorted(lo, x, side="right")  # intervals starting at or before x

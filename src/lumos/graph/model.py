@@ -287,7 +287,9 @@ class Workload:
     """
 
     def __repr__(self) -> str:
-        return f"Workload({len(self.graphs)} rank(s) {list(self.ranks)[:8]}, {self.num_tasks} tasks)"
+        return (
+            f"Workload({len(self.graphs)} rank(s) {list(self.ranks)[:8]}, {self.num_tasks} tasks)"
+        )
 
     graphs: tuple[ExecGraph, ...]
     diagnostics: Diagnostics = field(default_factory=Diagnostics)

@@ -22,7 +22,6 @@ __all__ = ["NESTED_TOO_DEEP", "decode_tolerant"]
 NESTED_TOO_DEEP = "JSON nested too deeply (hundreds of levels): not a trace"
 
 
-
 def _bounds(t: Any) -> tuple[int, int] | None:
     """(low, high) of a bounded integer field type (``I64``/``I32``); None for other types."""
     if get_origin(t) is Annotated and get_args(t)[0] is int:

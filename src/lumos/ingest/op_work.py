@@ -36,9 +36,7 @@ from lumos.ingest.comm_names import dtype_size_bytes
 __all__ = ["WORK_OPS", "dtype_bytes", "op_work"]
 
 _GEMM = {"aten::mm": 0, "aten::addmm": 1, "aten::bmm": 0, "aten::baddbmm": 1}
-_ATTN = tuple(
-    f"aten::_scaled_dot_product_{k}_attention" for k in ("flash", "efficient", "cudnn")
-)
+_ATTN = tuple(f"aten::_scaled_dot_product_{k}_attention" for k in ("flash", "efficient", "cudnn"))
 #: Ops whose shapes lumos reads (their "Input Dims" are decoded at ingest).
 WORK_OPS = frozenset((*_GEMM, *_ATTN, *(f"{a}_backward" for a in _ATTN), "aten::copy_"))
 

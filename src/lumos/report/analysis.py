@@ -153,7 +153,9 @@ def ops_table(tl: Timeline) -> Table:
         pairs, pair_of = np.unique(np.c_[inv, inst[sel]], axis=0, return_inverse=True)
         pair_ns = np.bincount(pair_of.reshape(-1), dur, len(pairs))
         calls = np.bincount(pairs[:, 0], minlength=len(keys))
-        work = [_per_op(g.annotations, pairs, pair_ns, col, len(keys)) for col in ("flops", "bytes")]
+        work = [
+            _per_op(g.annotations, pairs, pair_ns, col, len(keys)) for col in ("flops", "bytes")
+        ]
         all_ns = max(int(tot.sum()), 1)
         label = [g.names[int(k)] if k >= 0 else "(unattributed)" for k in keys.tolist()]
         for k in sorted(range(len(keys)), key=lambda k: (-int(tot[k]), label[k])):

@@ -27,7 +27,9 @@ PARTS = (("exposed_compute_ns", "exposed compute"), ("overlapped_ns", "overlappe
 
 def _is_estimate(rows: list[dict[str, Any]]) -> bool:
     return bool(rows) and all(
-        isinstance(r.get("config"), dict) and "step_ns" in r and isinstance(r.get("breakdown"), dict)
+        isinstance(r.get("config"), dict)
+        and "step_ns" in r
+        and isinstance(r.get("breakdown"), dict)
         for r in rows
     )
 

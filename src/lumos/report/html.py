@@ -294,7 +294,6 @@ def _glossary() -> str:
     return f'<section><h2>Words</h2><dl class="glossary">{items}</dl></section>'
 
 
-
 def _ranks_table(ranks: list[dict[str, Any]]) -> str:
     """One row per rank: steps, mean measured and predicted step, mean |error|; slowest first."""
     rows = []

@@ -310,7 +310,9 @@ def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
         last = int(np.argmax(result.end_ns))
     else:
         lo, hi = int(result.task_offsets[gi]), int(result.task_offsets[gi + 1])
-        last = lo + int(np.argmax(result.end_ns[lo:hi])) if hi > lo else int(np.argmax(result.end_ns))
+        last = (
+            lo + int(np.argmax(result.end_ns[lo:hi])) if hi > lo else int(np.argmax(result.end_ns))
+        )
     path, gap, via, via_ref = _walk(
         result.start_ns, result.end_ns, result.cause_kind, result.cause_ref, edge_src, last
     )
@@ -335,7 +337,12 @@ def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
     graph_of = np.searchsorted(result.task_offsets, path, side="right") - 1
     total = int(result.end_ns[last])
     return CriticalPath(
-        path, graph_of.astype(np.int64), total, kind_ns, delay_ns, dur.astype(np.int64),
+        path,
+        graph_of.astype(np.int64),
+        total,
+        kind_ns,
+        delay_ns,
+        dur.astype(np.int64),
         gap.astype(np.int64),
     )
 
@@ -376,8 +383,13 @@ def critical_path_by_op(result: SimResult, cp: CriticalPath, gi: int) -> list[di
     length = max(cp.length_ns, 1)
     ranked = sorted(acc.items(), key=lambda kv: (-kv[1][1] - kv[1][2], kv[0]))
     return [
-        {"op": name, "tasks": a[0], "task_ns": a[1], "delay_ns": a[2],
-         "share": (a[1] + a[2]) / length}
+        {
+            "op": name,
+            "tasks": a[0],
+            "task_ns": a[1],
+            "delay_ns": a[2],
+            "share": (a[1] + a[2]) / length,
+        }
         for name, a in ranked
         if a[1] + a[2] > 0
     ]

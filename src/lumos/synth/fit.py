@@ -135,8 +135,9 @@ def fit_rank(g: ExecGraph) -> RankFit:
         delays=(delay_key[e_in], e.delay_ns[e_in]),
         waits=(sym[comm].astype(np.int64), wait[comm]),
         rows=(row_of_task[tasks], row_of_edge[edges], row_of_comm[comm_tasks]),
-        join_rows=np.where((joins >= 0) & e_in[np.maximum(joins, 0)],
-                           row_of_edge[np.maximum(joins, 0)], -1),
+        join_rows=np.where(
+            (joins >= 0) & e_in[np.maximum(joins, 0)], row_of_edge[np.maximum(joins, 0)], -1
+        ),
         groups=[{"ranks": list(pg.ranks), "backend": pg.backend} for pg in g.process_groups],
         config=_config(g),
         steps=n_steps,
@@ -237,9 +238,16 @@ def merge_fits(
                 into.setdefault(k, []).append((p, c))
         for f, remap, (b_dur, b_delay, b_wait), b_join in zip(ordered, remaps, bins, joins,
                                                               strict=True):  # fmt: skip
-            sk = Skeleton(**{**_fields(f.skeleton), "sym": remap[f.skeleton.sym].astype(np.int32),
-                             "dur_bin": b_dur, "delay_bin": b_delay, "wait_bin": b_wait,
-                             "join_bin": b_join})
+            sk = Skeleton(
+                **{
+                    **_fields(f.skeleton),
+                    "sym": remap[f.skeleton.sym].astype(np.int32),
+                    "dur_bin": b_dur,
+                    "delay_bin": b_delay,
+                    "wait_bin": b_wait,
+                    "join_bin": b_join,
+                }
+            )
             k = sk.structure_key()
             if k not in classes:
                 classes[k] = len(skeletons)
