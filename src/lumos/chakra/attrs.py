@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from lumos.chakra.schema import ATTR_KIND_BY_NAME, ATTR_KIND_NAMES
 
 __all__ = [
@@ -113,6 +115,29 @@ def varint_bytes(v: int) -> bytes:
         v >>= 7
     out.append(v)
     return bytes(out)
+
+
+_VARINT_BASES = frozenset(("int32", "int64", "uint32", "uint64", "bool", "sint32", "sint64"))
+_SEVEN = np.arange(1, 10, dtype=np.uint64) * np.uint64(7)
+
+
+def _packed_varints(base: str, values: Any) -> bytes:
+    """The varints of a list of integers, vectorised (the same bytes as :func:`varint_bytes`
+    on each: negative numbers as 64-bit two's complement, ``sint*`` zigzag-encoded)."""
+    v = np.asarray(values, dtype=np.int64).reshape(-1)
+    if base in ("sint32", "sint64"):
+        v = (v << np.int64(1)) ^ (v >> np.int64(63))
+    u = v.view(np.uint64)
+    nb = 1 + (u[:, None] >= (np.uint64(1) << _SEVEN)[None, :]).sum(axis=1)
+    start = np.zeros(len(u), dtype=np.int64)
+    np.cumsum(nb[:-1], out=start[1:])
+    out = np.empty(int(nb.sum()), dtype=np.uint8)
+    for k in range(int(nb.max()) if len(u) else 0):
+        has = nb > k
+        byte = (u[has] >> np.uint64(7 * k)) & np.uint64(0x7F)
+        byte |= np.where(nb[has] > k + 1, np.uint64(0x80), np.uint64(0))
+        out[start[has] + k] = byte.astype(np.uint8)
+    return out.tobytes()
 
 
 def read_varint(b: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -211,7 +236,12 @@ def encode_attr(a: Attr) -> bytes:
     if base in ("string", "bytes"):
         body = b"".join(b"\x0a" + _encode_scalar(base, v) for v in a.value)
     else:
-        packed = b"".join(_encode_scalar(base, v) for v in a.value)
+        try:
+            packed = _packed_varints(base, a.value) if base in _VARINT_BASES else None
+        except OverflowError:  # a uint64 past int64: the scalar path masks it
+            packed = None
+        if packed is None:
+            packed = b"".join(_encode_scalar(base, v) for v in a.value)
         body = b"\x0a" + varint_bytes(len(packed)) + packed if packed else b""
     out += varint_bytes(fno << 3 | 2) + varint_bytes(len(body)) + body
     return bytes(out)

@@ -47,7 +47,7 @@ from lumos.estimate.shapes import (
 from lumos.graph.kinds import AnnotationKind, CommType
 from lumos.graph.model import ExecGraph, Workload
 
-__all__ = ["MODEL_KEYS", "Edit", "reshape_workload"]
+__all__ = ["MODEL_KEYS", "Edit", "forward_params", "reshape_workload", "resize_comms"]
 
 MODEL_KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatches", "microbatch_size", "pp")
 _SHAPE_KEYS = ("hidden", "ffn", "heads", "seq", "microbatch_size")
@@ -143,7 +143,7 @@ def reshape_workload(
             old_dims.microbatch_size * old_dims.seq * old_dims.hidden
         )
     if param_ratio != 1.0 or act_ratio != 1.0:
-        graphs, e = _resize_comms(graphs, param_ratio, act_ratio)
+        graphs, e = resize_comms(graphs, param_ratio, act_ratio)
         edits.append(e)
     out = workload.replace_graphs(graphs)
     if schedule is not None:
@@ -193,7 +193,7 @@ def _op_params(name: str, d: list) -> float:
     return sum(float(np.prod(x)) for x in shapes if len(x) == 1)
 
 
-def _forward_params(g: ExecGraph, lm, mapper: _Mapper | None) -> tuple[float, float]:
+def forward_params(g: ExecGraph, lm, mapper: _Mapper | None) -> tuple[float, float]:
     """``(outside, inside)``: parameters read by the first step's forward ops, outside the
     layers and inside them (all layers of this rank)."""
     if g.task_dims_idx is None:
@@ -235,16 +235,19 @@ def _param_ratio(
     """New over old parameter count of rank 0's model part (its forward's weights)."""
     g = workload.graphs[0]
     lm = base.layer_maps[0] if base.layer_maps else find_layers(g)
-    out_old, in_old = _forward_params(g, lm, None)
+    out_old, in_old = forward_params(g, lm, None)
     if out_old + in_old <= 0:
         return layers_ratio
     out_new, in_new = (
-        (out_old, in_old) if new is None else _forward_params(g, lm, _Mapper(base.dims(), new))
+        (out_old, in_old) if new is None else forward_params(g, lm, _Mapper(base.dims(), new))
     )
     return (out_new + layers_ratio * in_new) / (out_old + in_old)
 
 
-def _resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
+def resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
+    """``graphs`` with gradient collectives carrying ``param_ratio`` times their bytes and
+    point-to-point messages ``act_ratio`` times theirs, each re-timed by ``transfer = a + c x
+    bytes`` fitted per collective kind (or in proportion, sizes unknown); waits kept."""
     out, n = [], 0
     for g in graphs:
         c, t = g.comms, g.tasks

@@ -23,8 +23,9 @@ whole layer blocks with their launches and dependencies (:mod:`lumos.estimate.bl
 
 Each source (a trace file, or a folder or archive of one job's rank files) is a *member* of the
 family, with the configuration lumos detects in it (:mod:`lumos.estimate.baseline`). Symbols
-(an anonymous id per distinct op class, name and shapes) are shared across members, so an op
-seen in several configurations pools its samples. The representative step of a rank is its
+(an anonymous id per distinct op class, name and shapes) of ops with recorded shapes are shared
+across members, so an op run on the same shapes in several configurations pools its samples;
+an op without recorded shapes is a symbol of its member only. The representative step of a rank is its
 middle step (index ``n // 2``: past the warm-up of the first); durations are fitted on every
 step.
 
@@ -81,6 +82,7 @@ class RankFit:
     tasks: int
     step_start_ns: int  # recorded start of the representative step (the trace's clock)
     step_pad_ns: tuple[int, int]  # the step span's lead before its first task, tail after its last
+    params: tuple[int, int]  # forward weights outside and inside the layers (lumos.estimate)
     calibration: dict[str, int] = field(default_factory=dict)
 
 
@@ -145,8 +147,18 @@ def fit_rank(g: ExecGraph) -> RankFit:
         tasks=int(in_step.sum()),
         step_start_ns=int(t.ts_ns[np.flatnonzero(step == rep)].min()),
         step_pad_ns=_pad(g, rep),
+        params=_params(g),
         calibration={k: int(v) for k, v in g.calibration.items()},
     )
+
+
+def _params(g: ExecGraph) -> tuple[int, int]:
+    """Forward weights outside and inside the layers: how gradient bytes grow with layers."""
+    from lumos.estimate.layers import find_layers
+    from lumos.estimate.reshape import forward_params
+
+    outside, inside = forward_params(g, find_layers(g), None)
+    return int(outside), int(inside)
 
 
 def _pad(g: ExecGraph, rep: int) -> tuple[int, int]:
@@ -212,8 +224,10 @@ def merge_fits(
         skeletons: list[dict[str, Any]] = []
         rank_class = []
         ordered = sorted(fits, key=lambda f: f.rank)
-        remaps = [np.array([table.setdefault(s, len(table)) for s in f.symbols], dtype=np.int64)
-                  for f in ordered]  # fmt: skip
+        # an op with recorded shapes is the same symbol in every source; one without is
+        # this source's own (its cost may depend on a configuration nothing records)
+        remaps = [np.array([table.setdefault(s if s[2] else (*s[:2], f"#{mi}"), len(table))
+                            for s in f.symbols], dtype=np.int64) for f in ordered]  # fmt: skip
         # one sample per quantity over every rank of the job: sketches, and each skeleton
         # value's slice of it
         bins: list[list[NDArray[np.int8]]] = [[] for _ in ordered]
@@ -266,9 +280,10 @@ def merge_fits(
             "step_ns": float(np.mean([f.step_ns for f in fits])),
             "tasks_per_step": float(np.mean([f.tasks / max(f.steps, 1) for f in fits])),
             "calibration": first.calibration,
+            "params": list(first.params),
             "skeletons": skeletons,
         })  # fmt: skip
-    sym_class = [0] * len(table)
+    sym_class = [0] * len(table)  # (the keys' names and shapes never leave this function)
     for (c, _, _), gid in table.items():
         sym_class[gid] = c
     return {

@@ -5,7 +5,9 @@ A sample of ``ranks`` ranks and ``steps`` steps is built in three moves (see
 
 1. *Structure*, once per rank class: the class's step skeleton becomes a one-step graph whose
    task names are ``<class>#<symbol>`` (``gemm#17``: no name from the sources); ``layers``
-   resizes its layer groups (:func:`lumos.estimate.blocks.resize_groups`); the step is then
+   resizes its layer groups (:func:`lumos.estimate.blocks.resize_groups`; the gradient
+   collectives then carry the weights the new layers add, re-timed per rank as ``lumos
+   estimate`` does); the step is then
    repeated ``steps`` times, each copy after the previous one on every processor, its
    collectives numbered apart (``seq + copy * SEQ_STEP``) so that they pair up across ranks.
 2. *Values*, per rank: every task's duration, every edge's delay and every collective's wait
@@ -362,7 +364,7 @@ def sample_rank(plan: Plan, rank: int, shape: ExecGraph | None = None) -> ExecGr
     ann = a.replace(
         lead_ns=np.where(step, lead, a.lead_ns), tail_ns=np.where(step, tail, a.tail_ns)
     )
-    return dataclasses.replace(
+    out = dataclasses.replace(
         g,
         processors=procs,
         tasks=t.replace(dur_ns=dur),
@@ -374,6 +376,22 @@ def sample_rank(plan: Plan, rank: int, shape: ExecGraph | None = None) -> ExecGr
         world_size=plan.world_size,
         calibration=dict(m.get("calibration", {})),
     )
+    if plan.layers is not None:
+        out = _grow_gradients(out, m, plan.layers)
+    return out
+
+
+def _grow_gradients(g: ExecGraph, m: Mapping[str, Any], layers: int) -> ExecGraph:
+    """More layers hold more weights: gradient collectives carry (and take) that much more,
+    re-timed as ``lumos estimate`` does (:func:`lumos.estimate.reshape.resize_comms`)."""
+    from lumos.estimate.reshape import resize_comms
+
+    outside, inside = m.get("params") or (0, 0)
+    old = int(m["config"]["layers"])
+    ratio = (outside + inside * layers / old) / (outside + inside) if outside + inside else (
+        layers / old)  # fmt: skip
+    (out,), _ = resize_comms([g], ratio, 1.0)
+    return out
 
 
 def _groups(m: Mapping[str, Any], plan: Plan, rank: int) -> tuple[ProcessGroup, ...]:
