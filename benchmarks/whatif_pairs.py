@@ -89,7 +89,9 @@ def run_pair(pair: Pair, out: Path, steps: int, timeout_s: float) -> dict[str, A
     res = run_collect(cfg, torchrun_command("lumos.examples.gpt", args, nproc=2), env=env,
                       log=root / "job.log", timeout_s=timeout_s)  # fmt: skip
     if res.exit_code != 0:
-        raise SystemExit(f"{pair.name}: the job failed (exit {res.exit_code}); see {root / 'job.log'}")
+        raise SystemExit(
+            f"{pair.name}: the job failed (exit {res.exit_code}); see {root / 'job.log'}"
+        )
     job_s = time.perf_counter() - t0
     dirs = {label: root / label for label in "AB"}
     manifests = split_run(run_dir, dirs)
@@ -118,7 +120,9 @@ def measured_steps_ms(run_dir: Path) -> list[float]:
 
 def estimator_keys(config: dict[str, int], mode: str) -> dict[str, int]:
     """A configuration in ``lumos estimate --set`` words."""
-    out = {k: config[k] for k in ("layers", "hidden", "ffn", "heads", "seq", "vocab") if k in config}
+    out = {
+        k: config[k] for k in ("layers", "hidden", "ffn", "heads", "seq", "vocab") if k in config
+    }
     if mode == "pipeline":
         out["microbatches"] = config["microbatches"]
         out["microbatch_size"] = config["batch"] // config["microbatches"]

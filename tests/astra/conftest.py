@@ -44,3 +44,17 @@ def dlrm_astra(tmp_path_factory) -> tuple[Path, AstraConvertReport]:
     """The 8-rank DLRM run converted with --target astra-sim."""
     out = tmp_path_factory.mktemp("dlrm_astra") / "dlrm"
     return out, convert_astra([trace("dlrm_kineto_8rank")], out, workers=1)
+
+
+@pytest.fixture(scope="session")
+def synth_demo_astra(tmp_path_factory) -> Path:
+    """A synthetic workload drawn from a model of the demo run, written with --target
+    astra-sim (2 ranks, 2 steps)."""
+    from lumos.synth.files import write_sample
+    from lumos.synth.fit import fit_model
+    from lumos.synth.sample import plan_sample
+
+    out = tmp_path_factory.mktemp("synth_astra") / "synth"
+    model = fit_model([example_run_dir()], workers=1)
+    write_sample(plan_sample(model, steps=2, seed=3), out, target="astra-sim")
+    return out

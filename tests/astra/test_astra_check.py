@@ -57,6 +57,13 @@ def test_default_demo_conversion_names_metadata_and_cpu_collectives(demo_default
     assert "metadata_node: 2" in out and "comm_on_cpu: 12" in out
 
 
+def test_synthetic_astra_target_set_passes(synth_demo_astra, capsys):
+    """A sample written with --target astra-sim passes the same check as a converted run."""
+    assert check_astra(by_rank(synth_demo_astra)).ok
+    assert main(["chakra", "check", "--astra-sim", str(synth_demo_astra)]) == 0
+    capsys.readouterr()
+
+
 def test_astra_target_sets_pass(demo_astra, dlrm_astra, capsys):
     for prefix, _ in (demo_astra, dlrm_astra):
         rep = check_astra(by_rank(prefix), read_astra_network(prefix.parent))

@@ -60,9 +60,10 @@ def test_microbenchmarks_match_astra_sim(collective, astra_ns, tmp_path):
     assert max(finish.values()) == pytest.approx(astra_ns, rel=0.02)
 
 
-@pytest.mark.parametrize("which", ["demo_astra", "dlrm_astra"])
+@pytest.mark.parametrize("which", ["demo_astra", "dlrm_astra", "synth_demo_astra"])
 def test_astra_target_completes_in_astra_sim_with_lumos_time(which, request, tmp_path):
-    prefix, _ = request.getfixturevalue(which)
+    got = request.getfixturevalue(which)
+    prefix = got if isinstance(got, Path) else got[0]
     rc, finish, out = run_astra_sim(prefix, tmp_path)
     ranks = sorted(by_rank(prefix))
     assert rc == 0 and sorted(finish) == ranks, out[-2000:]
