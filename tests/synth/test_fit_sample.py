@@ -127,7 +127,7 @@ def test_layers_copy_whole_layer_blocks(demo_model: dict[str, Any]) -> None:
     base = sample_workload(plan_sample(demo_model, seed=1))
     assert demo_model["members"][0]["config"]["layers"] == 2
     more = sample_workload(plan_sample(demo_model, seed=1, config={"layers": 4}))
-    skel = demo_model["members"][0]["skeletons"][0]
+    skel = demo_model["members"][0]["skeletons"][0][0]  # rank class 0, main step variant
     layer = {i for s in skel["layers"] for b in s["blocks"][:1] for i in b}
     assert layer, "the demo's layers were found"
     # every step gains the tasks of two more layers in each layer group

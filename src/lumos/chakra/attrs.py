@@ -118,26 +118,29 @@ def varint_bytes(v: int) -> bytes:
 
 
 _VARINT_BASES = frozenset(("int32", "int64", "uint32", "uint64", "bool", "sint32", "sint64"))
-_SEVEN = np.arange(1, 10, dtype=np.uint64) * np.uint64(7)
+_LIMITS = np.uint64(1) << (np.arange(1, 10, dtype=np.uint64) * np.uint64(7))
 
 
 def _packed_varints(base: str, values: Any) -> bytes:
     """The varints of a list of integers, vectorised (the same bytes as :func:`varint_bytes`
     on each: negative numbers as 64-bit two's complement, ``sint*`` zigzag-encoded)."""
     v = np.asarray(values, dtype=np.int64).reshape(-1)
+    if len(v) == 0:
+        return b""
     if base in ("sint32", "sint64"):
         v = (v << np.int64(1)) ^ (v >> np.int64(63))
     u = v.view(np.uint64)
-    nb = 1 + (u[:, None] >= (np.uint64(1) << _SEVEN)[None, :]).sum(axis=1)
-    start = np.zeros(len(u), dtype=np.int64)
-    np.cumsum(nb[:-1], out=start[1:])
-    out = np.empty(int(nb.sum()), dtype=np.uint8)
-    for k in range(int(nb.max()) if len(u) else 0):
-        has = nb > k
-        byte = (u[has] >> np.uint64(7 * k)) & np.uint64(0x7F)
-        byte |= np.where(nb[has] > k + 1, np.uint64(0x80), np.uint64(0))
-        out[start[has] + k] = byte.astype(np.uint8)
-    return out.tobytes()
+    nb = np.ones(len(u), dtype=np.uint8)  # bytes per value
+    for limit in _LIMITS:
+        big = u >= limit
+        if not big.any():
+            break
+        nb += big
+    k = np.arange(int(nb.max()), dtype=np.uint8)
+    groups = ((u[:, None] >> (k.astype(np.uint64) * np.uint64(7))[None, :])
+              & np.uint64(0x7F)).astype(np.uint8)  # fmt: skip
+    groups |= (k[None, :] < (nb[:, None] - np.uint8(1))).astype(np.uint8) << np.uint8(7)
+    return groups[k[None, :] < nb[:, None]].tobytes()
 
 
 def read_varint(b: bytes | memoryview, pos: int) -> tuple[int, int]:

@@ -4,7 +4,9 @@ The model is a small probabilistic grammar of the training iteration, with fitte
 at its leaves::
 
     workload      -> step^S                              (S = --steps)
-    step          -> skeleton of the rank's class         (one per distinct rank structure)
+    step          -> variant_1 | ... | variant_k          (kinds of step the source ran,
+                                                           weighted by how many it ran)
+    variant       -> skeleton of the rank's class         (one per distinct rank structure)
     layer group   -> block^L                              (L = --layers; blocks found as in #11)
     task duration ~ sketch[symbol]                        (quantiles, lumos.synth.sketch)
     edge delay    ~ sketch[edge kind, symbol of its target]
@@ -22,12 +24,13 @@ repeated-block level (layers) is where the grammar generalises: ``--layers`` cop
 whole layer blocks with their launches and dependencies (:mod:`lumos.estimate.blocks`).
 
 Each source (a trace file, or a folder or archive of one job's rank files) is a *member* of the
-family, with the configuration lumos detects in it (:mod:`lumos.estimate.baseline`). Symbols
-(an anonymous id per distinct op class, name and shapes) of ops with recorded shapes are shared
-across members, so an op run on the same shapes in several configurations pools its samples;
-an op without recorded shapes is a symbol of its member only. The representative step of a rank is its
-middle step (index ``n // 2``: past the warm-up of the first); durations are fitted on every
-step.
+family, with the configuration lumos detects in it (:mod:`lumos.estimate.baseline`); a sample
+is drawn from the member whose configuration matches the request (``--layers`` then resizes
+it). Symbols (an anonymous id per distinct op class, name and shapes) belong to their member:
+the same op on the same shapes in two runs on other machines or under other loads has other
+costs, and mixing them would make one configuration's sample depend on another's run. A rank's main step variant is its
+middle step (past the warm-up of the first); steps whose task counts differ by more than 2 %
+from it are further variants (:func:`choose_variants`); durations are fitted on every step.
 
 Each source is built the way ``lumos replay`` builds it (ranks in parallel processes, aligned
 on one clock), then each rank gives its skeleton and sketches.
@@ -67,14 +70,14 @@ class RankFit:
     rank: int
     world_size: int
     symbols: list[tuple[int, str, str]]  # (class, name, shapes): in memory only, never written
-    skeleton: Skeleton
+    skeletons: list[Skeleton]  # one per step variant
     #: ``(keys, values)`` of every fitted duration, delay and wait (keys use local symbols),
     #: and the row of each skeleton task, edge and collective among them
     durations: tuple[NDArray[np.int64], NDArray[np.int64]]
     delays: tuple[NDArray[np.int64], NDArray[np.int64]]
     waits: tuple[NDArray[np.int64], NDArray[np.int64]]
-    rows: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
-    join_rows: NDArray[np.int64]  # per processor, the row among the delays, -1 none
+    rows: list[list[tuple[NDArray[np.int64], ...]]]  # per variant, per bin set
+    join_rows: list[list[NDArray[np.int64]]]  # per variant, per bin set, per processor
     groups: list[dict[str, Any]]
     config: dict[str, int]
     steps: int
@@ -82,28 +85,113 @@ class RankFit:
     tasks: int
     step_start_ns: int  # recorded start of the representative step (the trace's clock)
     step_pad_ns: tuple[int, int]  # the step span's lead before its first task, tail after its last
+    proc_start_ns: list[int]  # per processor, when its first task began after the step did
     params: tuple[int, int]  # forward weights outside and inside the layers (lumos.estimate)
     calibration: dict[str, int] = field(default_factory=dict)
 
 
-def fit_rank(g: ExecGraph) -> RankFit:
-    """Skeleton of ``g``'s middle step and sketches of every step's durations and delays."""
+def step_counts(g: ExecGraph) -> list[int]:
+    """Tasks per step of ``g`` (steps in time order)."""
+    step = step_of_tasks(g)
+    return np.bincount(step[step >= 0]).tolist() if (step >= 0).any() else []
+
+
+def choose_variants(
+    counts: Sequence[int], tolerance: float = 0.02
+) -> tuple[list[int], list[list[int]]]:
+    """Step variants from the tasks per step: ``(representative step of each, the steps it
+    stands for)``, the main variant first. Steps within ``tolerance`` of each other's task
+    count are one variant (the warm-up step, when there are three or more, is never a variant's
+    representative unless it is alone); its representative is its middle step."""
+    left = list(range(len(counts)))
+    reps: list[int] = []
+    weights: list[list[int]] = []
+    while left:
+        pool = left[1:] if left[0] == 0 and len(left) >= 3 else left
+        centre = sorted(pool, key=lambda i: counts[i])[len(pool) // 2]
+        members = [i for i in left if abs(counts[i] - counts[centre]) <= tolerance * counts[centre]]
+        ordered = [i for i in members if i != 0 or len(members) == 1]
+        reps.append(ordered[len(ordered) // 2])
+        weights.append(members)
+        left = [i for i in left if i not in members]
+    return reps, weights
+
+
+def _symbols(
+    g: ExecGraph,
+) -> tuple[NDArray[np.int16], NDArray[np.int32], list[tuple[int, str, str]]]:
+    """Per task its class and local symbol, and each symbol's (class, name, shapes)."""
     t = g.tasks
     cls = task_classes(g)
     dims = g.task_dims_idx if g.task_dims_idx is not None else np.full(len(t), -1, np.int32)
     key = np.stack([cls.astype(np.int64), t.name_idx.astype(np.int64), dims.astype(np.int64)], 1)
     uniq, inverse = np.unique(key, axis=0, return_inverse=True)
-    sym: NDArray[np.int32] = inverse.reshape(-1).astype(np.int32)
     symbols = [
         (int(c), g.names[int(n)], g.dims[int(d)] if d >= 0 else "") for c, n, d in uniq.tolist()
     ]
+    return cls, inverse.reshape(-1).astype(np.int32), symbols
+
+
+def _match_tasks(
+    g: ExecGraph,
+    step: NDArray[np.int32],
+    s: int,
+    rep_tasks: NDArray[np.int64],
+    sym: NDArray[np.int32],
+) -> NDArray[np.int64] | None:
+    """For each task of the representative (``rep_tasks``, skeleton order), the task of step
+    ``s`` in its place: on every processor where both steps ran the same ops in the same order,
+    position by position; elsewhere the representative's own task. None when no processor
+    matches."""
+    t = g.tasks
+    other = np.flatnonzero(step == s)
+    other = other[np.lexsort((t.order[other], t.processor_idx[other]))]
+    out = rep_tasks.copy()
+    any_match = False
+    for p in np.unique(t.processor_idx[rep_tasks]).tolist():
+        a = rep_tasks[t.processor_idx[rep_tasks] == p]
+        b = other[t.processor_idx[other] == p]
+        if len(a) == len(b) and np.array_equal(sym[a], sym[b]):
+            out[np.flatnonzero(t.processor_idx[rep_tasks] == p)] = b
+            any_match = True
+    return out if any_match else None
+
+
+def representatives(g: ExecGraph, groups: Sequence[Sequence[int]]) -> list[int]:
+    """Per group of steps, the step whose structure most of the group shares (ties: the
+    middle one), so that the most steps lend the variant their bin sets."""
+    cls, sym, _ = _symbols(g)
+    step = step_of_tasks(g)
+    out = []
+    for members in groups:
+        keys = [extract_step(g, step, s, sym, cls)[0].shape_key() for s in members]
+        best = max(keys.count(k) for k in keys)
+        common = [s for s, k in zip(members, keys, strict=True) if keys.count(k) == best]
+        inner = [s for s in common if s != 0] or common
+        out.append(inner[len(inner) // 2])
+    return out
+
+
+def fit_rank(g: ExecGraph, variants: Sequence[tuple[int, Sequence[int]]] | None = None) -> RankFit:
+    """Skeletons of ``g``'s step ``variants`` (``(representative step, the steps it stands
+    for)``; default: :func:`choose_variants` of its own steps) and samples of every step's
+    durations and delays. Each other step a variant stands for gives it one more *bin set*
+    (where each of its durations sat), on the processors where it ran the same ops in the same
+    order as the representative (see :func:`_match_tasks`)."""
+    t = g.tasks
+    cls, sym, symbols = _symbols(g)
     step = step_of_tasks(g)
     n_steps = int(step.max()) + 1 if len(step) else 0
     if n_steps == 0:
         raise InputError(
             f"rank {g.rank}", "no ProfilerStep in the trace: nothing to learn a step from"
         )
-    rep = n_steps // 2
+    if variants is None:
+        variants = list(zip(*choose_variants(np.bincount(step[step >= 0]).tolist()),
+                            strict=True))  # fmt: skip
+    if max(max(v[1]) for v in variants) >= n_steps:
+        raise InputError(f"rank {g.rank}", f"has {n_steps} steps; its job's other ranks have "
+                         f"{max(max(v[1]) for v in variants) + 1} or more")  # fmt: skip
     in_step = (step >= 0) & (t.event_idx != START)
     e = g.edges
     e_in = in_step[e.src] & in_step[e.dst]
@@ -114,16 +202,40 @@ def fit_rank(g: ExecGraph) -> RankFit:
     cost = np.maximum(t.dur_ns - wait, 0)
     from lumos.estimate.layers import find_layers
 
-    layers = tuple(
-        (grp.processor_idx, grp.level, grp.phase, grp.blocks)
-        for grp in find_layers(g).groups
-        if grp.step == rep and grp.level == "layer" and grp.parent == (-1, -1)
-    )
+    groups = find_layers(g).groups
     delay_key = (e.kind.astype(np.int64) << KIND_SHIFT) | sym[e.dst].astype(np.int64)
-    skel, (tasks, edges, comm_tasks, joins) = extract_step(g, step, rep, sym, cls, layers)
     row_of_task = np.cumsum(in_step) - 1
     row_of_edge = np.cumsum(e_in) - 1
     row_of_comm = np.cumsum(comm) - 1
+    skels: list[Skeleton] = []
+    rows: list[list[tuple[NDArray[np.int64], ...]]] = []
+    join_rows: list[list[NDArray[np.int64]]] = []
+    for rep, alike in variants:
+        layers = tuple(
+            (grp.processor_idx, grp.level, grp.phase, grp.blocks)
+            for grp in groups
+            if grp.step == rep and grp.level == "layer" and grp.parent == (-1, -1)
+        )
+        skel, (tasks, edges, comm_tasks, joins) = extract_step(g, step, rep, sym, cls, layers)
+        if not skels:
+            first = (tasks, skel, rep)
+        skels.append(skel)
+        rows.append([])
+        join_rows.append([])
+        rep_rows = (row_of_task[tasks], row_of_edge[edges], row_of_comm[comm_tasks])
+        rep_join = np.where((joins >= 0) & e_in[np.maximum(joins, 0)],
+                            row_of_edge[np.maximum(joins, 0)], -1)  # fmt: skip
+        rows[-1].append(rep_rows)
+        join_rows[-1].append(rep_join)
+        for s in (i for i in alike if i != rep):
+            mapped = _match_tasks(g, step, s, tasks, sym)
+            if mapped is None:
+                continue
+            # a matched collective keeps its own wait; an unmatched task the representative's
+            comm_rows = np.where(comm[mapped[skel.comm_task]], row_of_comm[mapped[skel.comm_task]],
+                                 rep_rows[2])  # fmt: skip
+            rows[-1].append((row_of_task[mapped], rep_rows[1], comm_rows))
+            join_rows[-1].append(rep_join)
     a = g.annotations
     from lumos.graph.kinds import AnnotationKind
 
@@ -132,21 +244,20 @@ def fit_rank(g: ExecGraph) -> RankFit:
         rank=g.rank,
         world_size=g.world_size,
         symbols=symbols,
-        skeleton=skel,
+        skeletons=skels,
         durations=(sym[in_step].astype(np.int64), cost[in_step]),
         delays=(delay_key[e_in], e.delay_ns[e_in]),
         waits=(sym[comm].astype(np.int64), wait[comm]),
-        rows=(row_of_task[tasks], row_of_edge[edges], row_of_comm[comm_tasks]),
-        join_rows=np.where(
-            (joins >= 0) & e_in[np.maximum(joins, 0)], row_of_edge[np.maximum(joins, 0)], -1
-        ),
+        rows=rows,
+        join_rows=join_rows,
         groups=[{"ranks": list(pg.ranks), "backend": pg.backend} for pg in g.process_groups],
         config=_config(g),
         steps=n_steps,
         step_ns=float(steps_ns.mean()) if len(steps_ns) else 0.0,
         tasks=int(in_step.sum()),
-        step_start_ns=int(t.ts_ns[np.flatnonzero(step == rep)].min()),
-        step_pad_ns=_pad(g, rep),
+        step_start_ns=int(t.ts_ns[first[0]].min()),
+        proc_start_ns=_proc_starts(g, first[0], first[1]),
+        step_pad_ns=_pad(g, first[2]),
         params=_params(g),
         calibration={k: int(v) for k, v in g.calibration.items()},
     )
@@ -159,6 +270,26 @@ def _params(g: ExecGraph) -> tuple[int, int]:
 
     outside, inside = forward_params(g, find_layers(g), None)
     return int(outside), int(inside)
+
+
+def _proc_starts(g: ExecGraph, tasks: NDArray[np.int64], skel: Skeleton) -> list[int]:
+    """Per processor, how long after the step's start its first task began, for processors
+    whose first task nothing but program order releases (a stream of kernels whose launches the
+    trace does not show); 0 for the others, which their dependencies place."""
+    from lumos.graph.kinds import DepKind
+
+    out = [0] * len(skel.proc_kind)
+    start = int(g.tasks.ts_ns[tasks].min())
+    released = set(
+        skel.edge_dst[
+            ~np.isin(skel.edge_kind, (int(DepKind.INTRA_THREAD), int(DepKind.INTRA_STREAM)))
+        ].tolist()
+    )
+    for p in range(len(out)):
+        on = np.flatnonzero(skel.proc == p)
+        if len(on) and int(on[0]) not in released:
+            out[p] = max(0, int(g.tasks.ts_ns[tasks[on[0]]]) - start)
+    return out
 
 
 def _pad(g: ExecGraph, rep: int) -> tuple[int, int]:
@@ -196,22 +327,35 @@ def fit_model(
 
     members: list[list[RankFit]] = []
     offsets: list[list[int]] = []
+    v_steps: list[list[int]] = []
+    v_weights: list[list[list[int]]] = []
     for p in paths:
         w, _ = build_workload([p], workers=workers, dask_address=dask_address, on_done=on_done)
-        fits = [fit_rank(g) for g in w.graphs]
+        counts = step_counts(w.graphs[0])
+        if not counts:
+            raise InputError(str(p), "no ProfilerStep in the trace: nothing to learn a step from")
+        _, weights = choose_variants(counts)
+        reps = representatives(w.graphs[0], weights)
+        v_steps.append(reps)
+        v_weights.append(weights)
+        fits = [fit_rank(g, list(zip(reps, weights, strict=True))) for g in w.graphs]
         members.append(fits)
         start = [f.step_start_ns for f in fits]
         shared = shared_clock_origin(w.graphs) is not None
         offsets.append([s - min(start) if shared else 0 for s in start])
-    return merge_fits(members, offsets)
+    return merge_fits(members, offsets, v_steps, v_weights)
 
 
 def merge_fits(
-    members: list[list[RankFit]], offsets: list[list[int]] | None = None
+    members: list[list[RankFit]],
+    offsets: list[list[int]] | None = None,
+    variant_steps: list[list[int]] | None = None,
+    variant_weights: list[list[list[int]]] | None = None,
 ) -> dict[str, Any]:
     """One model from the per-rank fits of each member (job); ``offsets`` are each rank's
-    arrival at the representative step after the job's first (0 when clocks differ)."""
-    table: dict[tuple[int, str, str], int] = {}
+    arrival at the main step variant after the job's first (0 when clocks differ), the
+    variants each member's ranks were fitted with and the steps each stands for."""
+    table: dict[tuple[int, str, str, int], int] = {}
     dur: dict[int, list[tuple[NDArray[np.int64], int]]] = {}
     wait: dict[int, list[tuple[NDArray[np.int64], int]]] = {}
     delay: dict[int, list[tuple[NDArray[np.int64], int]]] = {}
@@ -221,17 +365,20 @@ def merge_fits(
         offset = offsets[mi] if offsets else [0] * len(fits)
         by_rank = sorted(range(len(fits)), key=lambda i: fits[i].rank)
         classes: dict[bytes, int] = {}
-        skeletons: list[dict[str, Any]] = []
+        skeletons: list[list[dict[str, Any]]] = []
         rank_class = []
         ordered = sorted(fits, key=lambda f: f.rank)
-        # an op with recorded shapes is the same symbol in every source; one without is
-        # this source's own (its cost may depend on a configuration nothing records)
-        remaps = [np.array([table.setdefault(s if s[2] else (*s[:2], f"#{mi}"), len(table))
-                            for s in f.symbols], dtype=np.int64) for f in ordered]  # fmt: skip
+        # symbols are per source: two runs (other machines, other loads, other configurations
+        # nothing records) would otherwise mix their costs
+        remaps = [np.array([table.setdefault((*s, mi), len(table)) for s in f.symbols],
+                           dtype=np.int64) for f in ordered]  # fmt: skip
         # one sample per quantity over every rank of the job: sketches, and each skeleton
         # value's slice of it
-        bins: list[list[NDArray[np.int8]]] = [[] for _ in ordered]
-        joins: list[NDArray[np.int8]] = []
+        # bins[rank][variant][set] = [durations, delays, waits]; joins[rank][variant][set]
+        bins: list[list[list[list[NDArray[np.int8]]]]] = [
+            [[[] for _ in sets] for sets in f.rows] for f in ordered
+        ]
+        joins: list[list[list[NDArray[np.int8]]]] = [[[] for _ in f.rows] for f in ordered]
         for q, (name, into, shift) in enumerate(zip(sample_names, (dur, delay, wait),
                                                     (0, KIND_SHIFT, 0), strict=True)):  # fmt: skip
             keys = np.concatenate([_global(getattr(f, name)[0], r, shift)
@@ -242,30 +389,29 @@ def merge_fits(
             for i, f in enumerate(ordered):
                 n = len(getattr(f, name)[0])
                 mine = ranks_bins[start : start + n]
-                bins[i].append(mine[f.rows[q]])
-                if name == "delays":
-                    joins.append(np.where(f.join_rows >= 0, mine[np.maximum(f.join_rows, 0)]
-                                          if n else 0, 0).astype(np.int8))  # fmt: skip
+                for v, sets in enumerate(f.rows):
+                    for j, set_rows in enumerate(sets):
+                        bins[i][v][j].append(mine[set_rows[q]])
+                        if name == "delays":
+                            jr = f.join_rows[v][j]
+                            joins[i][v].append(np.where(jr >= 0, mine[np.maximum(jr, 0)] if n
+                                                        else 0, 0).astype(np.int8))  # fmt: skip
                 start += n
             uk, points, counts = fit_sketches(keys, values)
             for k, p, c in zip(uk.tolist(), points, counts.tolist(), strict=True):
                 into.setdefault(k, []).append((p, c))
-        for f, remap, (b_dur, b_delay, b_wait), b_join in zip(ordered, remaps, bins, joins,
-                                                              strict=True):  # fmt: skip
-            sk = Skeleton(
-                **{
-                    **_fields(f.skeleton),
-                    "sym": remap[f.skeleton.sym].astype(np.int32),
-                    "dur_bin": b_dur,
-                    "delay_bin": b_delay,
-                    "wait_bin": b_wait,
-                    "join_bin": b_join,
-                }
-            )
-            k = sk.structure_key()
+        for f, remap, rank_bins_, rank_joins in zip(ordered, remaps, bins, joins, strict=True):
+            sks = [
+                Skeleton(**{**_fields(sk), "sym": remap[sk.sym].astype(np.int32),
+                            **{col: np.stack([b[q] for b in sets]) for q, col in
+                               enumerate(("dur_bin", "delay_bin", "wait_bin"))},
+                            "join_bin": np.stack(j)})
+                for sk, sets, j in zip(f.skeletons, rank_bins_, rank_joins, strict=True)
+            ]  # fmt: skip
+            k = b"\x01".join(sk.structure_key() for sk in sks)
             if k not in classes:
                 classes[k] = len(skeletons)
-                skeletons.append(sk.to_json())
+                skeletons.append([sk.to_json() for sk in sks])
             rank_class.append(classes[k])
         first = min(fits, key=lambda f: f.rank)
         out_members.append({
@@ -275,8 +421,11 @@ def merge_fits(
             "rank_class": rank_class,
             "offset_ns": [int(offset[i]) for i in by_rank],
             "step_pad_ns": [list(fits[i].step_pad_ns) for i in by_rank],
+            "proc_start_ns": [fits[i].proc_start_ns for i in by_rank],
             "groups": first.groups,
             "steps": min(f.steps for f in fits),
+            "variant_steps": list(variant_steps[mi]) if variant_steps else [0],
+            "variant_weight": [len(w) for w in variant_weights[mi]] if variant_weights else [1],
             "step_ns": float(np.mean([f.step_ns for f in fits])),
             "tasks_per_step": float(np.mean([f.tasks / max(f.steps, 1) for f in fits])),
             "calibration": first.calibration,
@@ -284,7 +433,7 @@ def merge_fits(
             "skeletons": skeletons,
         })  # fmt: skip
     sym_class = [0] * len(table)  # (the keys' names and shapes never leave this function)
-    for (c, _, _), gid in table.items():
+    for (c, _, _, _), gid in table.items():
         sym_class[gid] = c
     return {
         "format": MODEL_FORMAT,

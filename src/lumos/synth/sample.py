@@ -3,13 +3,12 @@
 A sample of ``ranks`` ranks and ``steps`` steps is built in three moves (see
 :mod:`lumos.synth.fit` for the grammar):
 
-1. *Structure*, once per rank class: the class's step skeleton becomes a one-step graph whose
-   task names are ``<class>#<symbol>`` (``gemm#17``: no name from the sources); ``layers``
-   resizes its layer groups (:func:`lumos.estimate.blocks.resize_groups`; the gradient
-   collectives then carry the weights the new layers add, re-timed per rank as ``lumos
-   estimate`` does); the step is then
-   repeated ``steps`` times, each copy after the previous one on every processor, its
-   collectives numbered apart (``seq + copy * SEQ_STEP``) so that they pair up across ranks.
+1. *Structure*, once per rank class (:mod:`lumos.synth.structure`): each of the class's step
+   variants becomes a one-step graph whose task names are ``<class>#<symbol>`` (``gemm#17``: no
+   name from the sources); ``layers`` resizes its layer groups
+   (:func:`lumos.estimate.blocks.resize_groups`; the gradient collectives then carry the
+   weights the new layers add, re-timed per rank as ``lumos estimate`` does); ``steps`` copies
+   are chained, each variant as often as its weight says, in an order the seed shuffles.
 2. *Values*, per rank: every task's duration, every edge's delay and every collective's wait
    drawn from the model's sketches (a delay whose (kind, symbol) the model never saw is 0).
    The generator is seeded with ``(seed, rank)``: the same seed gives the same bytes, whatever
@@ -34,30 +33,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lumos.errors import ConfigError
-from lumos.estimate.blocks import resize_groups
-from lumos.estimate.layers import Group
 from lumos.graph.build_tasks import START
-from lumos.graph.kinds import AnnotationKind, DepKind, ProcessorKind, TaskKind
+from lumos.graph.kinds import AnnotationKind
 from lumos.graph.model import (
-    Annotations,
     Comms,
-    Edges,
     ExecGraph,
     ProcessGroup,
-    Processors,
     Tasks,
-    Waits,
     Workload,
-    order_within,
 )
 from lumos.synth.fit import KIND_SHIFT
-from lumos.synth.skeleton import Skeleton
 from lumos.synth.sketch import draw
+from lumos.synth.structure import class_structure
 
-__all__ = ["SEQ_STEP", "Plan", "plan_sample", "sample_rank", "sample_workload"]
-
-#: Collective sequence numbers of step copy ``k`` start at ``k * SEQ_STEP``.
-SEQ_STEP = 1 << 24
+__all__ = ["Plan", "plan_sample", "sample_rank", "sample_workload", "stamp", "structure"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +60,8 @@ class Plan:
     steps: int
     layers: int | None
     seed: int
+    #: The step variant of each copy (the same on every rank).
+    variant_order: tuple[int, ...] = ()
 
     @cached_property
     def _m(self) -> Mapping[str, Any]:
@@ -134,169 +125,29 @@ def plan_sample(
         raise ConfigError(f"steps must be at least 1, not {n_steps}")
     if layers == m["config"].get("layers"):
         layers = None
-    return Plan(model, member, world, rank_list, n_steps, layers, seed)
+    order = variant_order(m.get("variant_weight") or [1], n_steps, seed)
+    return Plan(model, member, world, rank_list, n_steps, layers, seed, order)
 
 
-# ---------------------------------------------------------------------------------------------
-# structure
-
-
-def step_graph(skel: Skeleton, classes: Sequence[str]) -> ExecGraph:
-    """One step of ``skel`` as a graph whose value columns (task ``dur_ns``, edge
-    ``delay_ns``, collective ``wait_ns``) hold each value's quantile *bin*, not a time: edits
-    (resize, tile) copy them with their tasks, and :func:`sample_rank` draws the times."""
-    syms, name_idx = np.unique(skel.sym, return_inverse=True)
-    names = tuple(f"{classes[int(skel.cls[np.argmax(skel.sym == s)])]}#{int(s)}" for s in syms)
-    names = (*names, "ProfilerStep#0")
-    n = skel.num_tasks
-    procs = Processors.create(
-        kind=skel.proc_kind,
-        pid=np.zeros(len(skel.proc_kind), np.int64),
-        tid=np.arange(len(skel.proc_kind), dtype=np.int64),
-        device=skel.proc_device,
-    )
-    comm_idx = np.full(n, -1, np.int32)
-    comm_idx[skel.comm_task] = np.arange(len(skel.comm_task), dtype=np.int32)
-    tasks = Tasks.create(
-        name_idx=name_idx.reshape(-1).astype(np.int32), kind=skel.kind, processor_idx=skel.proc,
-        order=order_within(skel.proc), dur_ns=skel.dur_bin.astype(np.int64), ts_ns=0,
-        event_idx=-1,
-        comm_idx=comm_idx,
-    )  # fmt: skip
-    edges = Edges.create(
-        src=skel.edge_src, dst=skel.edge_dst, kind=skel.edge_kind,
-        delay_ns=skel.delay_bin.astype(np.int64),
-    )  # fmt: skip
-    waits = Waits.create(
-        task_idx=skel.wait_task, kind=skel.wait_kind, target_processor_idx=skel.wait_target,
-        device=skel.wait_device, record_task_idx=skel.wait_record,
-    )  # fmt: skip
-    comms = Comms.create(
-        kind=skel.comm_kind, size_bytes=skel.comm_size, pg_idx=skel.comm_pg, seq_id=skel.comm_seq,
-        peer_rank=skel.comm_peer, tag=skel.comm_tag, wait_ns=skel.wait_bin.astype(np.int64),
-    )  # fmt: skip
-    ann = Annotations.create(
-        name_idx=np.array([len(names) - 1], np.int32),
-        kind=np.array([int(AnnotationKind.STEP)], np.int8),
-        processor_idx=np.array([skel.step_proc], np.int32),
-        first_task_idx=np.array([skel.step_first], np.int32),
-        last_task_idx=np.array([skel.step_last], np.int32),
-        ts_ns=np.zeros(1, np.int64), dur_ns=np.zeros(1, np.int64),
-    )  # fmt: skip
-    return ExecGraph(names, procs, tasks, edges, waits, ann, comms)
-
-
-def resize_layers(g: ExecGraph, skel: Skeleton, layers: int) -> ExecGraph:
-    """``g`` (from :func:`step_graph`) with every layer group holding ``layers`` blocks."""
-    specs = [s for s in skel.layers if s.level == "layer"]
-    if not specs:
-        raise ConfigError("the model's step has no layer groups; --layers needs them")
-    groups = [
-        Group(s.proc, tuple(np.asarray(b, dtype=np.int64) for b in s.blocks), s.level, s.phase, 0)
-        for s in specs
-    ]
-    out, _ = resize_groups(g, groups, [layers] * len(groups))
-    return out
-
-
-def tile_steps(g: ExecGraph, steps: int, join_bin: NDArray[np.int8] | None = None) -> ExecGraph:
-    """``steps`` copies of the one-step graph ``g``, each after the previous one; the
-    program-order edge from one copy into the next on processor ``p`` carries bin
-    ``join_bin[p]``."""
-    if steps == 1:
-        return g
-    n, t = g.num_tasks, g.tasks
-    off = (np.arange(steps, dtype=np.int64) * n)[:, None]
-    per_proc = np.bincount(t.processor_idx, minlength=len(g.processors)).astype(np.int64)
-    k = np.repeat(np.arange(steps, dtype=np.int64), n)
-    proc = np.tile(t.processor_idx, steps)
-    tasks = Tasks.create(
-        name_idx=np.tile(t.name_idx, steps), kind=np.tile(t.kind, steps), processor_idx=proc,
-        order=(np.tile(t.order, steps) + k * per_proc[proc]).astype(np.int32),
-        dur_ns=np.tile(t.dur_ns, steps), ts_ns=0, event_idx=-1,
-        comm_idx=np.where(np.tile(t.comm_idx, steps) >= 0,
-                          np.tile(t.comm_idx, steps) + k.astype(np.int32) * len(g.comms), -1),
-    )  # fmt: skip
-    e = g.edges
-    # program order from one copy into the next: last task -> first task of each processor
-    indptr, perm = g.processor_order()
-    nonempty = np.flatnonzero(per_proc > 0)
-    first, last = perm[indptr[nonempty]], perm[indptr[nonempty + 1] - 1]
-    stream = g.processors.kind[nonempty] == int(ProcessorKind.STREAM)
-    jk = np.where(stream, int(DepKind.INTRA_STREAM), int(DepKind.INTRA_THREAD)).astype(np.int8)
-    ko = off[:-1]
-    edges = Edges.create(
-        src=np.concatenate([(e.src + off).reshape(-1), (last + ko).reshape(-1)]).astype(np.int32),
-        dst=np.concatenate([(e.dst + off).reshape(-1), (first + off[1:]).reshape(-1)])
-        .astype(np.int32),
-        kind=np.concatenate([np.tile(e.kind, steps), np.tile(jk, steps - 1)]),
-        delay_ns=np.concatenate([
-            np.tile(e.delay_ns, steps),
-            np.tile(np.zeros(len(nonempty), np.int64) if join_bin is None
-                    else join_bin[nonempty].astype(np.int64), steps - 1),
-        ]),
-    )  # fmt: skip
-    w = g.waits
-    waits = Waits.create(
-        task_idx=(w.task_idx + off).reshape(-1).astype(np.int32), kind=np.tile(w.kind, steps),
-        target_processor_idx=np.tile(w.target_processor_idx, steps),
-        device=np.tile(w.device, steps),
-        record_task_idx=np.where(np.tile(w.record_task_idx, steps) >= 0,
-                                 (w.record_task_idx + off).reshape(-1), -1).astype(np.int32),
-    )  # fmt: skip
-    c = g.comms
-    kc = np.repeat(np.arange(steps, dtype=np.int64), len(c))
-    seq = np.tile(c.seq_id, steps)
-    comms = c.concat([c] * steps).replace(seq_id=np.where(seq >= 0, seq + kc * SEQ_STEP, -1))
-    a = g.annotations
-    step_rows = a.kind == int(AnnotationKind.STEP)
-    a = a.take(step_rows)
-    names = (*g.names[:-1], *(f"ProfilerStep#{i}" for i in range(steps)))
-    ka = np.repeat(np.arange(steps, dtype=np.int64), len(a))
-    ann = Annotations.concat([a] * steps).replace(
-        name_idx=(len(g.names) - 1 + ka).astype(np.int32),
-        first_task_idx=(np.tile(a.first_task_idx, steps) + ka * n).astype(np.int32),
-        last_task_idx=(np.tile(a.last_task_idx, steps) + ka * n).astype(np.int32),
-    )  # fmt: skip
-    return ExecGraph(names, g.processors, tasks, edges, waits, ann, comms)
-
-
-def with_anchors(g: ExecGraph) -> ExecGraph:
-    """``g`` with a ``<start>`` anchor first on every processor (as built graphs have), joined
-    to the processor's first task by a program-order edge: where a rank's late arrival goes."""
-    t = g.tasks
-    n_proc = len(g.processors)
-    stream = g.processors.kind == int(ProcessorKind.STREAM)
-    names = (*g.names, "<start>")
-    tasks = Tasks.concat([
-        t.replace(order=t.order + 1),
-        Tasks.create(
-            name_idx=np.full(n_proc, len(names) - 1, np.int32),
-            kind=np.where(stream, int(TaskKind.KERNEL), int(TaskKind.CPU_OP)).astype(np.int8),
-            processor_idx=np.arange(n_proc, dtype=np.int32), order=np.zeros(n_proc, np.int32),
-            dur_ns=np.zeros(n_proc, np.int64), ts_ns=0, event_idx=START, comm_idx=-1,
-        ),
-    ])  # fmt: skip
-    indptr, perm = g.processor_order()
-    has = np.flatnonzero(np.diff(indptr) > 0)
-    e = g.edges
-    edges = Edges.concat([e, Edges.create(
-        src=(g.num_tasks + has).astype(np.int32), dst=perm[indptr[has]].astype(np.int32),
-        kind=np.where(stream[has], int(DepKind.INTRA_STREAM), int(DepKind.INTRA_THREAD))
-        .astype(np.int8),
-        delay_ns=np.zeros(len(has), np.int64),
-    )])  # fmt: skip
-    return dataclasses.replace(g, names=names, tasks=tasks, edges=edges)
+def variant_order(weights: Sequence[int], steps: int, seed: int) -> tuple[int, ...]:
+    """Which step variant each of ``steps`` copies runs: each variant as many times as its
+    share of ``weights`` (largest remainders), in an order shuffled by ``seed``."""
+    w = np.asarray(weights, dtype=np.float64)
+    quota = w / w.sum() * steps
+    counts = np.floor(quota).astype(np.int64)
+    rest = steps - int(counts.sum())
+    counts[np.argsort(-(quota - counts), kind="stable")[:rest]] += 1
+    order = np.repeat(np.arange(len(w)), counts)
+    np.random.default_rng([seed, 1 << 20]).shuffle(order)
+    return tuple(int(i) for i in order)
 
 
 def structure(plan: Plan, cls: int) -> ExecGraph:
-    """The graph of rank class ``cls`` under ``plan`` (value columns hold bins, see
-    :func:`step_graph`)."""
-    skel = Skeleton.from_json(plan.model["members"][plan.member]["skeletons"][cls])
-    g = step_graph(skel, plan.model["classes"])
-    if plan.layers is not None:
-        g = resize_layers(g, skel, plan.layers)
-    return with_anchors(tile_steps(g, plan.steps, skel.join_bin))
+    """The graph of rank class ``cls`` under ``plan``, value columns holding bins (see
+    :mod:`lumos.synth.structure`)."""
+    variants = plan.model["members"][plan.member]["skeletons"][cls]
+    return class_structure(variants, plan.variant_order, plan.model["classes"], plan.layers,
+                           plan.seed)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,15 +200,18 @@ def sample_rank(plan: Plan, rank: int, shape: ExecGraph | None = None) -> ExecGr
     wait[rows] = _Sketches(plan.model["waits"]).draw(sym[comm_task], bins[2][rows], rng)
     dur[comm_task] += wait[t.comm_idx[comm_task]]  # the sketch is the transfer
     delay = np.maximum(delay, -dur[e.src])
-    # a rank's arrival: its anchors release its threads as late as the source rank's were
-    anchor = t.event_idx[e.src] == START
-    thread = g.processors.kind[t.processor_idx[e.src]] == int(ProcessorKind.THREAD)
-    offsets = m.get("offset_ns") or [0] * len(m["ranks"])
-    delay[anchor] = np.where(thread[anchor], offsets[m["ranks"].index(plan.source_rank(rank))], 0)
+    # a rank's arrival: its anchors release its processors as late as the source rank's were,
+    # and a processor nothing else releases as late after that as in the source's step
+    src_i = m["ranks"].index(plan.source_rank(rank))
+    anchor = np.flatnonzero(t.event_idx[e.src] == START)
+    proc = t.processor_idx[e.src[anchor]]
+    arrival = int((m.get("offset_ns") or [0] * len(m["ranks"]))[src_i])
+    starts = np.asarray((m.get("proc_start_ns") or [[0] * len(g.processors)] * len(m["ranks"]))
+                        [src_i], dtype=np.int64)  # fmt: skip
+    delay[anchor] = arrival + starts[proc]
     peer = np.where(c.peer_rank != 0, (rank + c.peer_rank) % plan.world_size, -1)
     comms = c.replace(peer_rank=peer.astype(np.int32), wait_ns=wait)
     procs = g.processors.replace(pid=np.full(len(g.processors), rank, np.int64))
-    src_i = m["ranks"].index(plan.source_rank(rank))
     lead, tail = (m.get("step_pad_ns") or [[0, 0]] * len(m["ranks"]))[src_i]
     a = g.annotations
     step = a.kind == int(AnnotationKind.STEP)

@@ -21,6 +21,7 @@ by program order); each processor's ``<start>`` anchor belongs to no step.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,13 +71,13 @@ class Skeleton:
     comm_seq: NDArray[np.int64]  # relative to the step's first per group; -1 unknown
     comm_peer: NDArray[np.int32]  # peer - rank; 0 = none (a rank never sends to itself)
     comm_tag: NDArray[np.int64]
-    #: Where each task's duration, edge's delay, collective's wait sat in its distribution
-    #: (:func:`lumos.synth.sketch.bin_of`); all zero when not kept.
-    dur_bin: NDArray[np.int8]
-    delay_bin: NDArray[np.int8]
-    wait_bin: NDArray[np.int8]
-    #: Per processor, the bin of the program-order gap from the previous step into this one.
-    join_bin: NDArray[np.int8]
+    #: Bin sets, one row per source step of this structure: where each task's duration, edge's
+    #: delay, collective's wait sat in its distribution (:func:`lumos.synth.sketch.rank_bins`),
+    #: and per processor the bin of the program-order gap from the previous step into this one.
+    dur_bin: NDArray[np.int8]  # (sets, tasks)
+    delay_bin: NDArray[np.int8]  # (sets, edges)
+    wait_bin: NDArray[np.int8]  # (sets, collectives)
+    join_bin: NDArray[np.int8]  # (sets, processors)
     step_proc: int
     step_first: int
     step_last: int
@@ -92,6 +93,17 @@ class Skeleton:
         "comm_task", "comm_kind", "comm_size", "comm_pg", "comm_seq", "comm_peer", "comm_tag",
         "dur_bin", "delay_bin", "wait_bin", "join_bin",
     )  # fmt: skip
+
+    @property
+    def bin_sets(self) -> int:
+        return int(self.dur_bin.shape[0])
+
+    def shape_key(self) -> bytes:
+        """Bytes equal for two skeletons of the same structure, whatever their bins."""
+        parts = [np.ascontiguousarray(getattr(self, k)).tobytes() for k in self._ARRAYS
+                 if not k.endswith("_bin")]  # fmt: skip
+        parts.append(repr((self.step_proc, self.step_first, self.step_last)).encode())
+        return b"\x00".join(parts)
 
     def structure_key(self) -> bytes:
         """Bytes equal for two skeletons with the same structure (ranks that can share one)."""
@@ -114,9 +126,18 @@ class Skeleton:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Skeleton:
+    def from_json(cls, d: Mapping[str, Any]) -> Skeleton:
         dtypes = {f: np.dtype(t) for f, t in _DTYPES.items()}
         arrays = {k: np.asarray(d[k], dtype=dtypes[k]) for k in cls._ARRAYS}
+        n = {
+            "dur_bin": len(arrays["proc"]),
+            "delay_bin": len(arrays["edge_src"]),
+            "wait_bin": len(arrays["comm_task"]),
+            "join_bin": len(arrays["proc_kind"]),
+        }
+        for k, width in n.items():  # (sets, width), also when width is 0
+            arrays[k] = arrays[k].reshape(-1, width) if width else arrays[k].reshape(
+                max(len(d[k]), 1), 0)  # fmt: skip
         sp, sf, sl = (int(x) for x in d["step"])
         layers = tuple(
             LayerSpec(int(s["proc"]), str(s["level"]), str(s["phase"]),
@@ -238,10 +259,10 @@ def extract_step(
         comm_seq=seq,
         comm_peer=peer.astype(np.int32),
         comm_tag=c.tag[rows],
-        dur_bin=np.zeros(len(sel), np.int8),
-        delay_bin=np.zeros(int(ek.sum()), np.int8),
-        wait_bin=np.zeros(len(comm_tasks), np.int8),
-        join_bin=np.zeros(len(procs.kind), np.int8),
+        dur_bin=np.zeros((1, len(sel)), np.int8),
+        delay_bin=np.zeros((1, int(ek.sum())), np.int8),
+        wait_bin=np.zeros((1, len(comm_tasks)), np.int8),
+        join_bin=np.zeros((1, len(procs.kind)), np.int8),
         step_proc=step_span[0],
         step_first=step_span[1],
         step_last=step_span[2],

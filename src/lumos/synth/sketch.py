@@ -1,6 +1,6 @@
 """Quantile sketches: the fitted distributions of durations and delays in a synthetic model.
 
-A sketch of a sample is its quantiles at the probabilities of :data:`GRID` (every 5 %, finer in
+A sketch of a sample is its quantiles at the probabilities of :data:`GRID` (every 2 %, finer in
 the upper tail; minimum and maximum included), plus the sample's count.
 Drawing from it inverts the piecewise-linear CDF through those points, so a draw never leaves
 the observed range, zero-heavy and bimodal samples keep their shape, and negative values (a
@@ -22,12 +22,12 @@ from numpy.typing import NDArray
 
 __all__ = ["BINS", "POINTS", "draw", "fit_sketches", "merge_sketches", "rank_bins"]
 
-#: Probabilities a sketch keeps the quantiles at: every 5 %, then finer in the upper tail,
+#: Probabilities a sketch keeps the quantiles at: every 2 %, then finer in the upper tail,
 #: where a few long calls (a blocked launch, a data-loader stall) hold much of the time.
-GRID = np.array([*np.linspace(0.0, 0.95, 20), 0.98, 0.99, 0.995, 0.998, 0.999, 1.0])
+GRID = np.array([*np.linspace(0.0, 0.96, 49), 0.98, 0.99, 0.995, 0.998, 0.999, 1.0])
 POINTS = len(GRID)
 #: Quantile bins a value's place in its distribution is kept at (see :func:`bin_of`).
-BINS = 8
+BINS = 32
 
 
 def fit_sketches(
