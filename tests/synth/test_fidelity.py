@@ -80,7 +80,9 @@ def test_one_class_twice_as_slow_misses_step_time_and_breakdown_by_the_expected_
     other = fid.row("breakdown.other.share")
     assert other.delta == pytest.approx(40 / 3240 - 40 / 2040) and other.ok  # -0.73 points
     assert [r.metric for r in fid.failures()] == [
-        "step_time_ns", "breakdown.exposed_compute.share", "breakdown.exposed_comm.share",
+        "step_time_ns",
+        "breakdown.exposed_compute.share",
+        "breakdown.exposed_comm.share",
     ]
     assert not fid.ok
 

@@ -37,8 +37,8 @@ from lumos.sim import _kernel
 from lumos.sim.result import SimResult
 
 __all__ = [
-    "Breakdown",
     "GAP_CAUSES",
+    "Breakdown",
     "CriticalPath",
     "breakdown",
     "critical_path",

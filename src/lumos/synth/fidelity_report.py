@@ -82,8 +82,10 @@ def format_fidelity(fid: Fidelity) -> str:
     """The rows as an aligned plain-text table, then one line saying which bounds were
     missed."""
     s, c = fid.source, fid.candidate
-    lines = [f"source: {s.get('ranks', 0)} rank(s), {s.get('rank_steps', 0)} rank-step(s); "
-             f"candidate: {c.get('ranks', 0)} rank(s), {c.get('rank_steps', 0)} rank-step(s)"]
+    lines = [
+        f"source: {s.get('ranks', 0)} rank(s), {s.get('rank_steps', 0)} rank-step(s); "
+        f"candidate: {c.get('ranks', 0)} rank(s), {c.get('rank_steps', 0)} rank-step(s)"
+    ]
     cells = [_cells(r) for r in fid.rows]
     cols = ("metric", "source", "candidate", "delta", "bound", "")
     width = {k: max(len(k), *(len(x[k]) for x in cells)) for k in cols}
@@ -118,10 +120,13 @@ def _class_mix(fid: Fidelity) -> str:
     if not rows:
         return ""
     names = [r.metric.removeprefix("class.").removesuffix(".per_step") for r in rows]
+    groups = [
+        ("source", [r.source or 0.0 for r in rows]),
+        ("candidate", [r.candidate or 0.0 for r in rows]),
+    ]
     return bar_chart(
         names,
-        [("source", [r.source or 0.0 for r in rows]),
-         ("candidate", [r.candidate or 0.0 for r in rows])],  # fmt: skip
+        groups,
         title="op-class mix",
         y_label="tasks per rank-step",
         width=max(720, 40 * len(names)),
@@ -137,7 +142,8 @@ def render_fidelity(fid: Fidelity, inputs: Sequence[str] = ()) -> str:
     sections = [
         f"<section><p>{verdict}</p>" + (f"<ul>{ins}</ul>" if ins else "") + "</section>",
         f"<section><h2>Op-class mix</h2>{_class_mix(fid)}</section>",
-        "<section><h2>Metrics</h2>" + html_table([_cells(r) for r in fid.rows], "fidelity")
+        "<section><h2>Metrics</h2>"
+        + html_table([_cells(r) for r in fid.rows], "fidelity")
         + '<p class="note">Counts are per rank-step (one rank\'s one step), times means over '
         "rank-steps; a share's delta is in points, any other delta in % of the source. Rows "
         "without a bound are information.</p></section>",
