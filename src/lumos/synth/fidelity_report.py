@@ -22,7 +22,7 @@ from typing import Any
 
 from lumos._io import atomic_outputs, atomic_write
 from lumos.report.html import html_page, html_table
-from lumos.report.svg import bar_chart
+from lumos.report.svg import grouped_hbar
 from lumos.synth.fidelity import Fidelity, Row, is_share
 
 __all__ = ["FILES", "fidelity_csv", "format_fidelity", "render_fidelity", "write_fidelity"]
@@ -124,12 +124,11 @@ def _class_mix(fid: Fidelity) -> str:
         ("source", [r.source or 0.0 for r in rows]),
         ("candidate", [r.candidate or 0.0 for r in rows]),
     ]
-    return bar_chart(
+    return grouped_hbar(
         names,
         groups,
         title="op-class mix",
-        y_label="tasks per rank-step",
-        width=max(720, 40 * len(names)),
+        x_label="tasks per rank-step",
         fmt="{:,.1f}",
     )
 
