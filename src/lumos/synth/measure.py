@@ -7,16 +7,18 @@ name-free terms, so that two workloads of different sizes (steps, ranks) and dif
 time.
 
 Steps are the graphs' STEP annotations (ProfilerStep), as simulated; a graph without one is one
-step from 0 to its last task's end. A task belongs to a step when its predicted start lies in
-the step's predicted span, except a GPU task, which belongs to the step of the runtime call
-that launched it (its ``LAUNCH`` edge): a GPU that runs behind the CPU still does this step's
-work. Tasks outside every step (set-up before the first step, tear-down after the last) are not
-counted.
+step from 0 to its last task's end. Which tasks belong to a step is what the synthetic models
+are fitted on (:func:`lumos.synth.skeleton.step_of_tasks`), judged on the simulated run: a CPU
+task by its predicted start (a step's window runs from its start to the next step's start, the
+last one to its end), a GPU task by the step of the runtime call that launched it (its
+``LAUNCH`` edge), so that a GPU running behind the CPU still does this step's work. Tasks
+outside every step (set-up before the first step, tear-down after the last, the processors'
+``<start>`` anchors) are not counted.
 
 =====================================  ======================================================
 metric                                 value
 =====================================  ======================================================
-``ranks``, ``steps``                   graphs, and rank-steps over all graphs
+``ranks``, ``steps``                   graphs, and rank-steps (one rank's one step) over them
 ``step_time_ns``                       mean predicted step duration
 ``measured_step_time_ns``              mean recorded step duration (what the trace says)
 ``breakdown.<part>.share``             exposed_compute / overlapped / exposed_comm / other,
@@ -39,20 +41,17 @@ metric                                 value
 
 from __future__ import annotations
 
-from typing import Any
-
 import numba
 import numpy as np
 from numpy.typing import NDArray
 
 from lumos.errors import GraphError
 from lumos.graph.algorithms import topological_order
+from lumos.graph.build_tasks import START
 from lumos.graph.model import (
     COMM_TASK_KINDS,
-    GPU_TASK_KINDS,
     AnnotationKind,
     CommType,
-    DepKind,
     ExecGraph,
     Workload,
 )
@@ -61,6 +60,7 @@ from lumos.report.timeline import measured_window, predicted_window
 from lumos.sim import simulate
 from lumos.sim.result import SimResult
 from lumos.synth.classes import CLASSES, task_classes
+from lumos.synth.skeleton import step_of_tasks
 
 __all__ = ["BREAKDOWN_PARTS", "Measures", "chain_depth", "measure", "task_steps"]
 
@@ -69,7 +69,6 @@ BREAKDOWN_PARTS = ("exposed_compute", "overlapped", "exposed_comm", "other")
 #: Quantiles of message sizes reported per collective type (``method="lower"``: a real size).
 SIZE_QUANTILES = (("p50", 0.5), ("p90", 0.9), ("max", 1.0))
 
-_GPU = np.array(GPU_TASK_KINDS, dtype=np.int8)
 _COMM = np.array(COMM_TASK_KINDS, dtype=np.int8)
 
 #: Metric name -> value (None: not defined here, e.g. a quantile of no message).
@@ -89,21 +88,24 @@ def _step_spans(result: SimResult, gi: int) -> tuple[NDArray[np.int64], NDArray[
     return lo[has][order], hi[has][order]
 
 
-def task_steps(
-    graph: ExecGraph, start_ns: NDArray[Any], step_lo: NDArray[Any], step_hi: NDArray[Any]
-) -> NDArray[np.int64]:
-    """Per task, the step it belongs to (index into the sorted ``step_lo``/``step_hi``), or -1
-    outside every step: by its start (``step_lo[k] <= start <= step_hi[k]``, a start shared by
-    two steps going to the later one), except a GPU task with a ``LAUNCH`` edge, which takes
-    its launcher's step."""
-    s = np.asarray(start_ns, dtype=np.int64)
-    k = np.searchsorted(step_lo, s, side="right") - 1
-    inside = (k >= 0) & (s <= np.asarray(step_hi)[np.maximum(k, 0)])
-    step = np.where(inside, k, -1).astype(np.int64)
-    e, kind = graph.edges, graph.tasks.kind
-    launched = (e.kind == int(DepKind.LAUNCH)) & np.isin(kind[e.dst], _GPU)
-    step[e.dst[launched]] = step[e.src[launched]]
-    return step
+def task_steps(result: SimResult, gi: int) -> tuple[NDArray[np.int64], int]:
+    """Per task of graph ``gi``, its step (0-based, in time order; -1 for none) and the number
+    of steps: :func:`lumos.synth.skeleton.step_of_tasks`, the rule synthetic models are fitted
+    with, applied to the simulated run (each task's and step's predicted start instead of the
+    recorded one). A graph without a step is one step of every task but the ``<start>``
+    anchors."""
+    g = result.graphs[gi]
+    a = g.annotations
+    lo, hi = result.annotation_spans(gi)
+    held = a.first_task_idx >= 0  # a span of no task has no predicted time
+    if not (a.kind[held] == int(AnnotationKind.STEP)).any():
+        return np.where(g.tasks.event_idx == START, -1, 0).astype(np.int64), 1
+    timed = g.replace(
+        tasks=g.tasks.replace(ts_ns=result.starts(gi)),
+        annotations=a.take(held).replace(ts_ns=lo[held], dur_ns=(hi - lo)[held]),
+    )
+    step = step_of_tasks(timed).astype(np.int64)
+    return step, int(step.max()) + 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -148,7 +150,7 @@ def measure(workload: Workload | ExecGraph, result: SimResult | None = None) -> 
     measured_ns: list[int] = []
     comm_kind: list[NDArray[np.int64]] = []
     comm_size: list[NDArray[np.int64]] = []
-    nodes = edges = fan_max = depth_sum = 0
+    nodes = edges = fan_max = depth_sum = rank_steps = 0
     steps_of: list[NDArray[np.int64]] = []
     classes_of: list[NDArray[np.int16]] = []
     for gi, g in enumerate(w.graphs):
@@ -161,7 +163,8 @@ def measure(workload: Workload | ExecGraph, result: SimResult | None = None) -> 
         else:
             m0, m1 = measured_window(g)
             measured_ns.append(m1 - m0)
-        step = task_steps(g, res.starts(gi), lo, hi)
+        step, n_steps = task_steps(res, gi)
+        rank_steps += n_steps
         cls = task_classes(g)
         steps_of.append(step)
         classes_of.append(cls)
@@ -180,10 +183,9 @@ def measure(workload: Workload | ExecGraph, result: SimResult | None = None) -> 
         edges += int(out_deg.sum())
         fan_max = max(fan_max, int(out_deg.max()) if len(out_deg) else 0)
         depth = chain_depth(g, step)
-        per_step = np.zeros(len(lo), np.int64)
+        per_step = np.zeros(n_steps, np.int64)
         np.maximum.at(per_step, step[on], depth[on])
         depth_sum += int(per_step.sum())
-    rank_steps = len(step_ns)
     m: Measures = {
         "ranks": float(len(w.graphs)),
         "steps": float(rank_steps),
