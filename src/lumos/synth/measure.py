@@ -105,7 +105,7 @@ def task_steps(result: SimResult, gi: int) -> tuple[NDArray[np.int64], int]:
         annotations=a.take(held).replace(ts_ns=lo[held], dur_ns=(hi - lo)[held]),
     )
     step = step_of_tasks(timed).astype(np.int64)
-    return step, int(step.max()) + 1
+    return step, max(int(step.max()) + 1 if len(step) else 0, 1)
 
 
 @numba.njit(cache=True, nogil=True)
