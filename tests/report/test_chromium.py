@@ -60,3 +60,24 @@ def test_report_renders_in_chromium(tmp_path):
     res = _chromium("--window-size=1000,2400", f"--screenshot={shot}", url, home=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_fidelity_page_renders_in_chromium(tmp_path):
+    """``lumos synth report``'s page: its one chart (the class mix) and no script error."""
+    from lumos.graph.model import Workload
+    from lumos.graph.synthetic import GraphBuilder
+    from lumos.synth.fidelity import compare
+    from lumos.synth.fidelity_report import write_fidelity
+
+    b = GraphBuilder()
+    st = b.stream(7)
+    k = b.task(st, "sgemm", 100)
+    b.annotate("ProfilerStep#1", st, k, k, dur_ns=100)
+    w = Workload((b.build(),))
+    page = write_fidelity(compare(w, w), tmp_path / "fid")["html"]
+    dom = _chromium("--dump-dom", page.resolve().as_uri(), home=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    body = re.search(r"<body[^>]*>", dom.stdout)
+    assert body is not None
+    assert 'data-charts="1"' in body.group(0)
+    assert "data-js-errors" not in body.group(0)

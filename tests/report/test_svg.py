@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from lumos.report.svg import bar_chart, line_chart, nice_ticks, stacked_hbar
+from lumos.report.svg import bar_chart, grouped_hbar, line_chart, nice_ticks, stacked_hbar
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -69,7 +69,19 @@ def test_stacked_hbar_parts_add_up():
     assert widths[0] > widths[1]
 
 
+def test_grouped_hbar_bars_in_proportion_and_labels_whole():
+    """Values 4 and 2 (source), 1 and 0 (candidate); ticks 0..4, so widths are 4:2:1:0."""
+    root = _parse(grouped_hbar(["runtime.launch", "comm.all_reduce"],
+                               [("source", [4.0, 2.0]), ("candidate", [1.0, 0.0])]))  # fmt: skip
+    bars = [r for r in root.iter(NS + "rect") if r.get("class") == "bar"]
+    widths = [float(b.get("width")) for b in bars]  # row by row, group by group
+    assert widths[3] == 0 and widths[1] == widths[0] / 4 and widths[2] == widths[0] / 2
+    labels = [t.text for t in root.iter(NS + "text")]
+    assert "runtime.launch" in labels and "comm.all_reduce" in labels
+
+
 def test_empty_inputs_do_not_crash():
     _parse(line_chart([]))
     _parse(bar_chart([], []))
     _parse(stacked_hbar([], []))
+    _parse(grouped_hbar([], []))

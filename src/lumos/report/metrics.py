@@ -37,6 +37,7 @@ from lumos.sim import _kernel
 from lumos.sim.result import SimResult
 
 __all__ = [
+    "GAP_CAUSES",
     "Breakdown",
     "CriticalPath",
     "breakdown",
@@ -230,6 +231,10 @@ def graph_sm_utilization(
 # ---------------------------------------------------------------------------------------------
 # Critical path
 
+#: What explains a delay on the critical path, as :attr:`CriticalPath.gap_cause` indexes it:
+#: the dependency kinds (edge delays), then ``processor``, ``wait`` and ``start``.
+GAP_CAUSES: tuple[str, ...] = (*(d.name.lower() for d in DepKind), "processor", "wait", "start")
+
 
 @dataclass(frozen=True)
 class CriticalPath:
@@ -242,7 +247,9 @@ class CriticalPath:
     e.g. ``intra_thread`` = CPU overhead between ops, ``launch`` = launch latency), or
     ``"processor"`` / ``"wait"`` / ``"start"`` (time before the first task). ``task_ns[i]``
     is the part of ``tasks[i]``'s run that is on the path (its start to the next task's start),
-    ``gap_ns[i]`` the delay or wait on the path just before it (they all sum to ``length_ns``).
+    ``gap_ns[i]`` the delay or wait on the path just before it (they all sum to ``length_ns``)
+    and ``gap_cause[i]`` what explains that gap, an index into :data:`GAP_CAUSES` (-1: none
+    of them, as in ``delay_ns``).
     """
 
     tasks: NDArray[np.int64]
@@ -252,6 +259,7 @@ class CriticalPath:
     delay_ns: dict[str, int] = field(default_factory=dict)
     task_ns: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     gap_ns: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    gap_cause: NDArray[np.int16] = field(default_factory=lambda: np.zeros(0, np.int16))
 
     @property
     def share(self) -> dict[str, float]:
@@ -327,9 +335,13 @@ def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
     per_dep = np.bincount(edge_kind[via_ref[is_edge]], weights=gap[is_edge], minlength=len(labels))
     for i, name in enumerate(labels):
         delay_ns[name] = int(per_dep[i])
-    delay_ns["processor"] = int(gap[via == _kernel.CAUSE_PROCESSOR].sum())
-    delay_ns["wait"] = int(gap[via == _kernel.CAUSE_WAIT].sum())
-    delay_ns["start"] = int(gap[via == _kernel.CAUSE_NONE].sum())
+    cause = np.full(len(via), -1, dtype=np.int16)
+    cause[is_edge] = edge_kind[via_ref[is_edge]]
+    for label, code in (("processor", _kernel.CAUSE_PROCESSOR), ("wait", _kernel.CAUSE_WAIT),
+                        ("start", _kernel.CAUSE_NONE)):  # fmt: skip
+        hit = via == code
+        cause[hit] = GAP_CAUSES.index(label)
+        delay_ns[label] = int(gap[hit].sum())
     per_kind = np.bincount(kinds[path], weights=dur, minlength=len(names))
     for i, name in enumerate(names):
         kind_ns[name] = int(per_kind[i])
@@ -344,6 +356,7 @@ def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
         delay_ns,
         dur.astype(np.int64),
         gap.astype(np.int64),
+        cause,
     )
 
 

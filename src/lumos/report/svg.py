@@ -1,4 +1,5 @@
-"""Tiny, dependency-free SVG charts: lines, grouped bars, stacked horizontal bars.
+"""Tiny, dependency-free SVG charts: lines, grouped bars (vertical or horizontal), stacked
+horizontal bars.
 
 Each function returns one standalone ``<svg>`` element as a string (usable inline in HTML and
 as a ``.svg`` file for slides). Text is escaped; numbers are formatted deterministically, so the
@@ -11,7 +12,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-__all__ = ["PALETTE", "bar_chart", "line_chart", "nice_ticks", "stacked_hbar"]
+__all__ = ["PALETTE", "bar_chart", "grouped_hbar", "line_chart", "nice_ticks", "stacked_hbar"]
 
 # Colour-blind-safe (Okabe-Ito), measured first, predicted second.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
@@ -173,6 +174,57 @@ def bar_chart(
             body.append(
                 f'<rect class="bar" x="{_f(x)}" y="{_f(y)}" width="{_f(bar_w * 0.92)}" '
                 f'height="{_f(yb - y)}" fill="{PALETTE[g % len(PALETTE)]}">'
+                f"<title>{escape(name)} · {escape(cat)}: {escape(fmt.format(v))}</title></rect>"
+            )
+    return _frame(width, height, title, body, [name for name, _ in groups])
+
+
+def grouped_hbar(
+    categories: Sequence[str],
+    groups: Sequence[tuple[str, Sequence[float]]],
+    *,
+    title: str = "",
+    x_label: str = "",
+    width: int = 720,
+    label_width: int = 150,
+    fmt: str = "{:.3g}",
+) -> str:
+    """Grouped horizontal bars: one row per category (its label, unclipped up to about
+    ``label_width / 7`` characters, on the left), one bar per group in each row. For long
+    category names, where :func:`bar_chart` would clip them."""
+    bar_h = 10
+    row_h = bar_h * max(1, len(groups)) + 8
+    height = _M_TOP + 10 + row_h * len(categories) + _M_BOTTOM
+    top = max((max(v) for _, v in groups if len(v)), default=1.0)
+    ticks = nice_ticks(0.0, max(top, 1e-12))
+    x_hi = ticks[-1]
+    x0, x1 = label_width, width - _M_RIGHT
+    yb = height - _M_BOTTOM
+
+    def x_of(v: float) -> float:
+        return x0 + (x1 - x0) * (v / x_hi if x_hi else 0.0)
+
+    body = []
+    for t in ticks:
+        x = _f(x_of(t))
+        body.append(f'<line x1="{x}" x2="{x}" y1="{_M_TOP}" y2="{yb}" stroke="#e5e5e5"/>')
+        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{_label(t)}</text>')
+    body.append(
+        f'<text x="{_f((x0 + x1) / 2)}" y="{height - 8}" text-anchor="middle" '
+        f'fill="#555">{escape(x_label)}</text>'
+    )
+    for c, cat in enumerate(categories):
+        y = _M_TOP + 10 + row_h * c
+        body.append(
+            f'<text x="{label_width - 8}" y="{_f(y + row_h / 2 - 4)}" dy="4" text-anchor="end">'
+            f"{escape(_clip(cat, max(4, label_width // 7)))}<title>{escape(cat)}</title></text>"
+        )
+        for g, (name, values) in enumerate(groups):
+            v = values[c] if c < len(values) else 0.0
+            body.append(
+                f'<rect class="bar" x="{_f(x0)}" y="{y + bar_h * g}" '
+                f'width="{_f(x_of(max(0.0, v)) - x0)}" height="{bar_h - 1}" '
+                f'fill="{PALETTE[g % len(PALETTE)]}">'
                 f"<title>{escape(name)} · {escape(cat)}: {escape(fmt.format(v))}</title></rect>"
             )
     return _frame(width, height, title, body, [name for name, _ in groups])
