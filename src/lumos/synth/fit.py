@@ -29,8 +29,9 @@ is drawn from the member whose configuration matches the request (``--layers`` t
 it). Symbols (an anonymous id per distinct op class, name and shapes) belong to their member:
 the same op on the same shapes in two runs on other machines or under other loads has other
 costs, and mixing them would make one configuration's sample depend on another's run. A rank's main step variant is its
-middle step (past the warm-up of the first); steps whose task counts differ by more than 2 %
-from it are further variants (:func:`choose_variants`); durations are fitted on every step.
+most typical step (past the warm-up of the first); steps whose count of some op class differs
+by more than 2 % are further variants (:func:`choose_variants`); durations are fitted on every
+step.
 
 Each source is built the way ``lumos replay`` builds it (ranks in parallel processes, aligned
 on one clock), then each rank gives its skeleton and sketches.
@@ -90,31 +91,36 @@ class RankFit:
     calibration: dict[str, int] = field(default_factory=dict)
 
 
-def step_counts(g: ExecGraph) -> list[int]:
-    """Tasks per step of ``g`` (steps in time order)."""
+def step_class_counts(g: ExecGraph) -> NDArray[np.int64]:
+    """Tasks per step (rows, in time order) and op class (columns, :data:`CLASSES`) of ``g``."""
     step = step_of_tasks(g)
-    return np.bincount(step[step >= 0]).tolist() if (step >= 0).any() else []
+    n = int(step.max()) + 1 if (step >= 0).any() else 0
+    out = np.zeros((n, len(CLASSES)), dtype=np.int64)
+    m = step >= 0
+    np.add.at(out, (step[m], task_classes(g)[m].astype(np.int64)), 1)
+    return out
 
 
 def choose_variants(
-    counts: Sequence[int], tolerance: float = 0.02
-) -> tuple[list[int], list[list[int]]]:
-    """Step variants from the tasks per step: ``(representative step of each, the steps it
-    stands for)``, the main variant first. Steps within ``tolerance`` of each other's task
-    count are one variant (the warm-up step, when there are three or more, is never a variant's
-    representative unless it is alone); its representative is its middle step."""
-    left = list(range(len(counts)))
-    reps: list[int] = []
-    weights: list[list[int]] = []
+    counts: NDArray[np.int64], tolerance: float = 0.02, slack: int = 2
+) -> list[list[int]]:
+    """Step variants from the tasks per step and op class (:func:`step_class_counts`): the
+    steps each variant stands for, the largest first. Two steps are one variant when every
+    class count differs by at most ``tolerance`` of the larger or ``slack`` tasks (a polling
+    loop that ran twice more). A variant is grown from its most typical step (the one with the
+    most steps alike; the warm-up step, with three or more, only when nothing else is left)."""
+    n = len(counts)
+    a, b = counts[:, None, :], counts[None, :, :]
+    alike = (np.abs(a - b) <= np.maximum(slack, tolerance * np.maximum(a, b))).all(axis=2)
+    left = list(range(n))
+    groups: list[list[int]] = []
     while left:
-        pool = left[1:] if left[0] == 0 and len(left) >= 3 else left
-        centre = sorted(pool, key=lambda i: counts[i])[len(pool) // 2]
-        members = [i for i in left if abs(counts[i] - counts[centre]) <= tolerance * counts[centre]]
-        ordered = [i for i in members if i != 0 or len(members) == 1]
-        reps.append(ordered[len(ordered) // 2])
-        weights.append(members)
+        pool = [i for i in left if i != 0] if n >= 3 and len(left) > 1 else left
+        centre = max(pool, key=lambda i: (int(alike[i, left].sum()), -abs(i - n // 2)))
+        members = [i for i in left if alike[centre, i]]
+        groups.append(members)
         left = [i for i in left if i not in members]
-    return reps, weights
+    return sorted(groups, key=len, reverse=True)
 
 
 def _symbols(
@@ -187,8 +193,8 @@ def fit_rank(g: ExecGraph, variants: Sequence[tuple[int, Sequence[int]]] | None 
             f"rank {g.rank}", "no ProfilerStep in the trace: nothing to learn a step from"
         )
     if variants is None:
-        variants = list(zip(*choose_variants(np.bincount(step[step >= 0]).tolist()),
-                            strict=True))  # fmt: skip
+        step_groups = choose_variants(step_class_counts(g))
+        variants = list(zip(representatives(g, step_groups), step_groups, strict=True))
     if max(max(v[1]) for v in variants) >= n_steps:
         raise InputError(f"rank {g.rank}", f"has {n_steps} steps; its job's other ranks have "
                          f"{max(max(v[1]) for v in variants) + 1} or more")  # fmt: skip
@@ -331,10 +337,10 @@ def fit_model(
     v_weights: list[list[list[int]]] = []
     for p in paths:
         w, _ = build_workload([p], workers=workers, dask_address=dask_address, on_done=on_done)
-        counts = step_counts(w.graphs[0])
-        if not counts:
+        counts = step_class_counts(w.graphs[0])
+        if not len(counts):
             raise InputError(str(p), "no ProfilerStep in the trace: nothing to learn a step from")
-        _, weights = choose_variants(counts)
+        weights = choose_variants(counts)
         reps = representatives(w.graphs[0], weights)
         v_steps.append(reps)
         v_weights.append(weights)

@@ -43,7 +43,7 @@ from lumos.graph.model import (
     Workload,
 )
 from lumos.synth.fit import KIND_SHIFT
-from lumos.synth.sketch import draw
+from lumos.synth.sketch import POINTS, draw
 from lumos.synth.structure import class_structure
 
 __all__ = ["Plan", "plan_sample", "sample_rank", "sample_workload", "stamp", "structure"]
@@ -159,7 +159,7 @@ class _Sketches:
 
     def __init__(self, table: Mapping[str, Any]) -> None:
         self.key = np.asarray(table["key"], dtype=np.int64)
-        self.points = np.asarray(table["points"], dtype=np.int64).reshape(len(self.key), -1)
+        self.points = np.asarray(table["points"], dtype=np.int64).reshape(len(self.key), POINTS)
         self.count = np.asarray(table["count"], dtype=np.int64)
 
     def draw(
