@@ -27,6 +27,8 @@ EXPECTED: dict[str, str] = {
     "chakra timeline": "file",
     "chakra text2et": "prefix",
     "chakra generate": "dir",
+    "synth fit": "file",
+    "synth sample": "prefix",
 }
 _METAVAR = {"dir": "DIR", "file": "FILE", "prefix": "PREFIX"}
 _HELP = {"dir": "output directory", "file": "output file", "prefix": "output prefix"}
@@ -94,6 +96,8 @@ def _argv(verb: str, out: str, missing: str) -> list[str]:
         "chakra text2et": ["chakra", "text2et", missing, "-o", out, "--num-npus", "2"],
         "chakra generate": ["chakra", "generate", "--collective", "all_reduce",
                             "--num-npus", "2", "-o", out],
+        "synth fit": ["synth", "fit", missing, "-o", out],
+        "synth sample": ["synth", "sample", missing, "-o", out],
     }[verb]  # fmt: skip
 
 
