@@ -12,7 +12,7 @@ import pytest
 
 from lumos.cli.main import main
 from lumos.errors import InputError, MissingDependencyError
-from lumos.report.figures import build_figures, write_figures
+from lumos.report.figures import MAX_SM_POINTS, build_figures, coarsen, write_figures
 from lumos.report.html import read_replay, render_report, validate_replay, write_report
 
 FIXTURE = Path(__file__).parent / "data" / "replay.json"
@@ -159,3 +159,33 @@ def test_report_defines_its_words_and_lists_critical_path_ops(replay):
     for term in ("exposed compute", "exposed comm", "overlapped", "other", "delay"):
         assert f"<dt>{term}</dt>" in words
     assert "<h3>Top ops" not in render_report(replay)
+
+
+def test_numeric_headers_align_with_their_numbers(replay):
+    html = render_report(replay)
+    steps = re.search(r'<table class="sortable steps">(.*?)</table>', html).group(1)
+    heads = re.findall(r"<th([^>]*)>([^<]*)</th>", steps)
+    assert heads == [("", "step"), (" class=num", "measured (ms)"),
+                     (" class=num", "predicted (ms)"), (" class=num", "error")]  # fmt: skip
+    assert "td.num,th.num{text-align:right" in html
+
+
+def test_long_sm_curves_get_wider_bins(replay):
+    """10,000 bins of 1 ms are drawn as 239 points of 42 ms (each the mean of 42 bins)."""
+    long = dict(replay, sm_util={"bin_ns": 1_000_000, "measured": [i % 2 for i in range(10_000)],
+                                 "predicted": [0.25] * 10_000})  # fmt: skip
+    (sm,) = [f for f in build_figures(long) if f.name == "sm_util"]
+    assert MAX_SM_POINTS == 240
+    assert [len(v) for _, v in sm.series] == [239, 239]
+    assert sm.x_step == 42.0 and "each 42 ms bin" in sm.title
+    assert sm.series[0][1][:2] == (50.0, 50.0) and sm.series[1][1][0] == 25.0
+    assert sm.series[0][1][-1] == 50.0  # the last, shorter bin: 10,000 - 238 * 42 = 4 bins
+    assert coarsen((1.0, 2.0, 3.0), 1) == (1.0, 2.0, 3.0)
+    (short,) = [f for f in build_figures(replay) if f.name == "sm_util"]
+    assert short.x_step == 1.0 and len(short.series[0][1]) == len(replay["sm_util"]["measured"])
+
+
+def test_charts_fill_the_card(replay):
+    html = render_report(replay)
+    assert "svg.chart{width:100%;height:auto" in html
+    assert html.count('viewBox="0 0 880 ') == 4

@@ -4,6 +4,7 @@ they were found)."""
 from __future__ import annotations
 
 import json
+import re
 
 from tests.realdata import trace
 
@@ -112,6 +113,15 @@ def test_the_report_of_an_8_rank_replay_shows_every_rank(tmp_path):
     html = (out / "report.html").read_text()
     for rank in range(8):
         assert f"<h2>rank {rank}: Per-step time</h2>" in html
+        assert html.count(f'<section data-rank="{rank}">') == 4  # the selector shows or hides
+        assert f'<a href="#rank={rank}">{rank}</a>' in html  # the ranks table links to them
+    # one rank at a time, starting on the slowest (rank 1 here); "all ranks" shows every one
+    select = re.search(r'<select id="rank-select" data-default="(\d+)">(.*?)</select>', html)
+    assert select is not None and select.group(1) == "1"
+    options = re.findall(r'<option value="([^"]+)">([^<]+)</option>', select.group(2))
+    assert options == [("all", "all ranks")] + [
+        (str(r), f"rank {r}" + (" (slowest)" if r == 1 else "")) for r in range(8)
+    ]
     assert "Ranks (slowest first)" in html
     assert "::" not in html.split("<h2>Traces</h2>")[1]
     assert "dlrm_kineto.tar.gz (8 traces inside)" in html

@@ -5,10 +5,17 @@ from __future__ import annotations
 import itertools
 import xml.etree.ElementTree as ET
 
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from lumos.report.svg import bar_chart, grouped_hbar, line_chart, nice_ticks, stacked_hbar
+from lumos.report.svg import (
+    bar_chart,
+    grouped_hbar,
+    line_chart,
+    nice_ticks,
+    stacked_hbar,
+    tick_labels,
+)
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -85,3 +92,42 @@ def test_empty_inputs_do_not_crash():
     _parse(bar_chart([], []))
     _parse(stacked_hbar([], []))
     _parse(grouped_hbar([], []))
+
+
+def test_tick_labels_are_plain_decimals():
+    """Axis ticks in ms: thousands separated, decimals as the step needs, never exponents."""
+    assert tick_labels(nice_ticks(0, 12_000)) == ["0", "5,000", "10,000", "15,000"]
+    assert tick_labels(nice_ticks(0, 0.004)) == ["0.000", "0.001", "0.002", "0.003", "0.004"]
+    assert tick_labels(nice_ticks(0, 19.9)) == ["0", "5", "10", "15", "20"]
+    assert tick_labels([-0.0, 0.5, 1.0]) == ["0.0", "0.5", "1.0"]
+
+
+def _texts(root: ET.Element) -> list[ET.Element]:
+    return [t for t in root.iter(NS + "text") if t.text and t.text[0].isdigit()]
+
+
+def _plot_area(root: ET.Element) -> tuple[float, float, float, float]:
+    (area,) = [r for r in root.iter(NS + "rect") if r.get("class") == "plot-area"]
+    return tuple(float(area.get(k)) for k in ("x", "y", "width", "height"))  # type: ignore[return-value]
+
+
+@settings(deadline=None)  # a few hundred points per chart: slow on a loaded machine, not a hang
+@given(top=st.floats(1e-4, 1e9, allow_nan=False), n=st.integers(2, 400))
+def test_no_exponents_and_no_clipped_tick_labels(top, n):
+    width = 880
+    charts = [
+        line_chart([("m", [top * (i % 7) / 6 for i in range(n)])], x_step=top / 10, width=width),
+        bar_chart(["a", "b"], [("m", [top, top / 2])], width=width),
+        stacked_hbar([("m", [top, top / 3])], ["a", "b"], width=width),
+    ]
+    for svg in charts:
+        root = _parse(svg)
+        x0, _, w, _ = _plot_area(root)
+        for t in _texts(root):
+            assert "e+" not in t.text and "e-" not in t.text, t.text
+            x, size = float(t.get("x")), 7 * len(t.text)  # 7 px a character, conservatively
+            if t.get("text-anchor") == "end":  # a y tick: right of the rotated axis title
+                assert x - size >= 22, (t.text, x)
+            elif t.get("text-anchor") == "middle":  # an x tick: inside the drawing
+                assert x - size / 2 >= 0 and x + size / 2 <= width, (t.text, x)
+        assert x0 + w <= width

@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Each row says its view: measured (the recording) or predicted (the simulation).",
     )
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("-o", "--out", required=True, metavar="DIR",
+                   help="output directory: one table per file")  # fmt: skip
     p.add_argument(
         "--format",
         choices=FORMATS,

@@ -128,10 +128,10 @@ def _jsonize(args: argparse.Namespace) -> int:
     from lumos.chakra.export import write_json
 
     t = _one(args.path)
-    if args.output == "-":
+    if args.out == "-":
         write_json(t, sys.stdout, jsonl=args.jsonl)
     else:
-        with atomic_write(args.output) as f:
+        with atomic_write(args.out) as f:
             write_json(t, f, jsonl=args.jsonl)
     return 0
 
@@ -154,7 +154,7 @@ def _visualize(args: argparse.Namespace) -> int:
     from lumos.chakra.export import write_dot, write_graphml
 
     t = _one(args.path)
-    out = Path(args.output)
+    out = Path(args.out)
     fmt = args.format or ("graphml" if out.suffix == ".graphml" else "dot")
     writer = write_graphml if fmt == "graphml" else write_dot
     with atomic_write(out) as f:
@@ -179,9 +179,9 @@ def _timeline(args: argparse.Namespace) -> int:
     from lumos.chakra.timeline import write_timeline
 
     t = _one(args.path)
-    with atomic_write(args.output) as f:
+    with atomic_write(args.out) as f:
         blocked = write_timeline(t, f)
-    print(f"wrote {args.output}: open it in https://ui.perfetto.dev or chrome://tracing")
+    print(f"wrote {args.out}: open it in https://ui.perfetto.dev or chrome://tracing")
     print(f"scheduled {t.num_nodes - blocked} of {t.num_nodes} nodes")
     if blocked:
         from lumos.chakra.deps import find_cycle, resolve_deps, topological_order
@@ -205,7 +205,7 @@ def _text2et(args: argparse.Namespace) -> int:
         raise InputError(args.input, f"cannot read: {exc.strerror or exc}") from None
     w = text_to_chakra(text, args.num_npus, num_passes=args.num_passes,
                        cycles_per_micro=args.cycles_per_micro, source=args.input)  # fmt: skip
-    files = write_chakra(w, args.output)
+    files = write_chakra(w, args.out)
     print(f"wrote {len(files)} files: {files[0]} .. {files[-1]} ({w[0].num_nodes} nodes each)")
     return 0
 
@@ -214,11 +214,7 @@ def _generate(args: argparse.Namespace) -> int:
     from lumos.chakra.generate import microbenchmark
 
     w = microbenchmark(args.collective, args.num_npus, args.size)
-    prefix = (
-        Path(args.output_dir)
-        / f"{args.collective}_{args.num_npus}npus_{args.size}"
-        / args.collective
-    )
+    prefix = Path(args.out) / f"{args.collective}_{args.num_npus}npus_{args.size}" / args.collective
     files = write_chakra(w, prefix)
     print(f"wrote {len(files)} files under {prefix.parent}")
     if args.target == "astra-sim":
@@ -268,7 +264,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     j = tools.add_parser("jsonize", help="metadata and nodes as valid JSON (or JSON Lines)")
     j.add_argument("path")
-    j.add_argument("-o", "--output", default="-", help="output file (default stdout)")
+    j.add_argument("-o", "--out", "--output", dest="out", default="-", metavar="FILE",
+                   help="output file (default: stdout)")  # fmt: skip
     j.add_argument("--jsonl", action="store_true", help="one JSON object per line")
     j.set_defaults(func=_jsonize, out_kind="file")
 
@@ -281,7 +278,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     g = tools.add_parser("visualize", help="Graphviz dot or GraphML; render when dot is installed")
     g.add_argument("path")
-    g.add_argument("-o", "--output", required=True, help="out.dot or out.graphml")
+    g.add_argument("-o", "--out", "--output", dest="out", required=True, metavar="FILE",
+                   help="output file: .dot or .graphml")  # fmt: skip
     g.add_argument("--format", choices=("dot", "graphml"), help="default: from the output suffix")
     g.add_argument("--render", choices=("pdf", "svg", "png"), help="also render with Graphviz dot")
     g.set_defaults(func=_visualize, out_kind="file")
@@ -290,7 +288,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "timeline", help="Chrome/Perfetto trace of a dependency-respecting schedule"
     )
     t.add_argument("path")
-    t.add_argument("-o", "--output", required=True, help="output .json")
+    t.add_argument("-o", "--out", "--output", dest="out", required=True, metavar="FILE",
+                   help="output file: Chrome/Perfetto trace JSON")  # fmt: skip
     t.add_argument(
         "--strict",
         action="store_true",
@@ -300,7 +299,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     x = tools.add_parser("text2et", help="ASTRA-sim 1.0 text workload -> per-rank Chakra ETs")
     x.add_argument("input", help="text workload file")
-    x.add_argument("-o", "--output", required=True, help="output prefix: writes <prefix>.<rank>.et")
+    x.add_argument("-o", "--out", "--output", dest="out", required=True, metavar="PREFIX",
+                   help="output prefix: writes PREFIX.<rank>.et")  # fmt: skip
     x.add_argument("--num-npus", type=int, required=True)
     x.add_argument("--num-passes", type=int, default=1)
     x.add_argument("--cycles-per-micro", type=float, default=1000.0,
@@ -315,12 +315,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     m.add_argument("--num-npus", type=int, required=True)
     m.add_argument("--size", default="1MB", help="message size, e.g. 1MB (default)")
-    m.add_argument(
-        "-o",
-        "--output-dir",
-        default=".",
-        help="writes <dir>/<coll>_<N>npus_<size>/<coll>.<rank>.et",
-    )
+    m.add_argument("-o", "--out", "--output-dir", dest="out", default=".", metavar="DIR",
+                   help="output directory: writes DIR/<coll>_<N>npus_<size>/<coll>.<rank>.et "
+                   "(default: .)")  # fmt: skip
     m.add_argument(
         "--target",
         choices=("astra-sim",),

@@ -1,9 +1,9 @@
-"""``lumos collect -o RUN_DIR [--steps N --warmup W --wait K --et] -- <command ...>``.
+"""``lumos collect -o DIR [--steps N --warmup W --wait K --et] -- <command ...>``.
 
 Runs the command (typically ``torchrun ... train.py``) with collection switched on through
 ``LUMOS_COLLECT_*`` environment variables; a script that wraps its loop in
-:func:`lumos.collect.collector` records each rank's traces into ``RUN_DIR``, and this command
-then writes ``RUN_DIR/run.json``. Exits with the command's own status.
+:func:`lumos.collect.collector` records each rank's traces into ``DIR`` (the run directory), and this command
+then writes ``DIR/run.json``. Exits with the command's own status.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run a training command with per-rank trace collection",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
-    p.add_argument("-o", "--out", required=True, type=Path, metavar="RUN_DIR",
-                   help="run directory for traces and run.json")  # fmt: skip
+    p.add_argument("-o", "--out", required=True, type=Path, metavar="DIR",
+                   help="output directory: the run directory (traces and run.json)")  # fmt: skip
     p.add_argument("--steps", type=int, default=2, help="iterations to record (default 2)")
     p.add_argument("--warmup", type=int, default=1, help="profiler warm-up iterations (default 1)")
     p.add_argument("--wait", type=int, default=1, help="iterations skipped first (default 1)")

@@ -17,13 +17,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "convert",
         help="convert Kineto traces (and PyTorch ETs) to Chakra ETs, one per rank",
         description="Build each rank's execution graph (stream order, launches, inter-stream "
-        "and sync edges) and write it as OUT_PREFIX.<rank>.et, with inputs/outputs from the "
-        "rank's PyTorch ET when one is given. Also writes OUT_PREFIX.convert.json.",
+        "and sync edges) and write it as PREFIX.<rank>.et, with inputs/outputs from the "
+        "rank's PyTorch ET when one is given. Also writes PREFIX.convert.json.",
     )
     p.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_FILES",
                    help="Kineto traces, PyTorch ETs, tar archives or a run directory")  # fmt: skip
-    p.add_argument("-o", "--out", required=True, metavar="OUT_PREFIX",
-                   help="output prefix: files OUT_PREFIX.<rank>.et")  # fmt: skip
+    p.add_argument("-o", "--out", required=True, metavar="PREFIX",
+                   help="output prefix: writes PREFIX.<rank>.et")  # fmt: skip
     p.add_argument("--compat", choices=COMPAT_MODES, default=None,
                    help="reproduce upstream's converter dependency structure (no stream order, "
                    "no sync or inter-stream edges, NCCL kernels without outgoing deps)")  # fmt: skip

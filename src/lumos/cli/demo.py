@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     p.add_argument("-o", "--out", type=Path, default=Path("lumos-demo"),
-                   help="output directory (default: ./lumos-demo)")  # fmt: skip
+                   metavar="DIR", help="output directory (default: ./lumos-demo)")  # fmt: skip
     p.set_defaults(func=run, out_kind="dir")
 
 

@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("a", metavar="A", help="trace, run directory or analysis folder")
     p.add_argument("b", metavar="B", help="trace, run directory or analysis folder")
-    p.add_argument("-o", "--out", default=None, metavar="DIR", help="also write the tables here")
+    p.add_argument("-o", "--out", default=None, metavar="DIR",
+                   help="output directory: also write the tables there")  # fmt: skip
     p.add_argument("--format", choices=FORMATS, default="csv", help="file format (default csv)")
     p.add_argument(
         "--top", type=int, default=10, metavar="N", help="rows per table printed (default 10)"

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"and compare. Keys: {', '.join(KEYS)}. Writes DIR/estimate.json (rows, baseline first).",
     )
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("-o", "--out", required=True, metavar="DIR",
+                   help="output directory: estimate.json")  # fmt: skip
     p.add_argument(
         "--set",
         dest="sets",

@@ -5,6 +5,11 @@ ranks are paired: a Kineto trace's rank comes from its ``distributedInfo`` (else
 ET's from its ``distributedInfo`` (else its file name: ``rank3``, ``worker3``, ``..._3.json``).
 Prints the per-rank report (``--json``: one JSON object per rank). Exit 1 when a rank
 links below ``--min-rate``.
+
+``-o DIR`` also writes, per rank, the merged host+device trace that upstream's
+``chakra_trace_link`` writes (:mod:`lumos.link.merge`): ``DIR/host_device_<rank>.json``, a
+PyTorch ET whose ops carry the Kineto timing and whose GPU kernels are child nodes of their op.
+``lumos info`` and ``lumos convert`` (with the Kineto trace) read it back.
 """
 
 from __future__ import annotations
@@ -12,13 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from lumos._io import atomic_write
 from lumos.errors import InputError
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import KinetoTrace, read_kineto
-from lumos.ingest.pytorch_et import HostTrace, read_pytorch_et
-from lumos.link import LinkReport, format_reports, link
+from lumos.ingest.pytorch_et import HostTrace, read_et_document, read_pytorch_et
+from lumos.link import LinkedTrace, LinkReport, format_reports, link
+from lumos.link.merge import merge_host_device
 
 __all__ = ["register", "run"]
 
@@ -38,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("et", metavar="ET", help="PyTorch Execution Trace file or archive")
     p.add_argument("kineto", metavar="KINETO", help="Kineto trace file or archive")
     p.add_argument("--json", action="store_true", help="print one JSON object per rank")
+    p.add_argument("-o", "--out", default=None, metavar="DIR",
+                   help="output directory: also write the merged host+device trace of each "
+                   "rank there, DIR/host_device_<rank>.json (chakra_trace_link's output)")  # fmt: skip
     p.add_argument(
         "--min-rate",
         type=float,
@@ -45,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="R",
         help="exit 1 if any rank links fewer than this share of ET ops (0..1)",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, out_kind="dir")
 
 
 def _name_rank(ref: TraceRef) -> int:
@@ -105,7 +117,11 @@ def run(args: argparse.Namespace) -> int:
                 f"no rank in common with {args.kineto} (ET ranks {sorted(ets)}, "
                 f"Kineto ranks {sorted(kins)})",
             )
-    reports: list[LinkReport] = [link(ets[r], kins[r]).report for r in ranks]
+    linked = {r: link(ets[r], kins[r]) for r in ranks}
+    reports: list[LinkReport] = [linked[r].report for r in ranks]
+    if args.out is not None:
+        for line in _write_merged(Path(args.out), linked):
+            print(line, file=sys.stderr if args.json else sys.stdout)  # --json: stdout stays JSON
     if args.json:
         for rep in reports:
             print(json.dumps(rep.to_dict()))
@@ -115,3 +131,22 @@ def run(args: argparse.Namespace) -> int:
         if missing and len(ets) + len(kins) > 2:
             print(f"ranks present on one side only (not linked): {missing}")
     return 1 if any(rep.match_rate < args.min_rate for rep in reports) else 0
+
+
+def _write_merged(out: Path, linked: Mapping[int, LinkedTrace]) -> list[str]:
+    """Write ``out/host_device_<rank>.json`` for every rank; one line per file."""
+    lines = []
+    for rank, lt in linked.items():
+        path, _, member = lt.host.path.partition("::")
+        merged, summary = merge_host_device(lt, read_et_document(path, member or None))
+        target = out / f"host_device_{rank}.json"
+        with atomic_write(target) as f:
+            json.dump(merged, f)
+        gpu = ", ".join(f"{k} {v}" for k, v in summary.gpu_nodes.items()) or "none"
+        lines.append(
+            f"wrote {target}: {summary.host_nodes} ET nodes ({summary.timed_nodes} with Kineto "
+            f"timing) + GPU nodes: {gpu}"
+            + (f"; {summary.gpu_unattributed} GPU activities under no linked op left out"
+               if summary.gpu_unattributed else "")
+        )  # fmt: skip
+    return lines

@@ -160,8 +160,8 @@ def _check_output(args: argparse.Namespace) -> None:
     kind = getattr(args, "out_kind", None)
     if kind is None:
         return
-    for attr in ("out", "output", "output_dir"):
-        value = getattr(args, attr, None)
-        if value is not None and str(value) != "-":
-            check_writable(value, kind)
-            return
+    value = getattr(
+        args, "out", None
+    )  # every verb's -o is dest "out" (tests/unit/test_output_option.py)
+    if value is not None and str(value) != "-":
+        check_writable(value, kind)

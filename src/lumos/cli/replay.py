@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "DIR/sm_util.csv.",
     )
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("-o", "--out", required=True, metavar="DIR",
+                   help="output directory: replay.json, Perfetto traces")  # fmt: skip
     add_edit_args(p)
     p.add_argument(
         "--analysis",

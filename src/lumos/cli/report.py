@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("replay", type=Path,
                    help="replay.json, or a directory holding it and/or estimate.json "
                    "(what-if rows are shown as a table and a chart)")  # fmt: skip
-    p.add_argument("-o", "--out", type=Path, help="HTML file (default: report.html beside it)")
+    p.add_argument("-o", "--out", type=Path, metavar="FILE",
+                   help="output file: the HTML report (default: report.html beside REPLAY)")  # fmt: skip
     p.add_argument("--figures", type=Path, metavar="DIR", help="also write figures here")
     p.add_argument("--png", action="store_true", help="figures as PNG too (needs lumos[plot])")
     p.add_argument("--title", help="report title")

@@ -23,8 +23,8 @@ def add_fit(group: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="TRACE_OR_RUN",
                    help="Kineto traces, Chakra ETs, run folders or tar archives")  # fmt: skip
-    p.add_argument("-o", "--out", required=True, metavar="MODEL.json",
-                   help="output file: the model (JSON)")  # fmt: skip
+    p.add_argument("-o", "--out", required=True, metavar="FILE",
+                   help="output file: the model (JSON, e.g. model.json)")  # fmt: skip
     add_parallel_args(p)
     p.set_defaults(func=run_fit, out_kind="file")
 
@@ -35,12 +35,12 @@ def add_sample(group: argparse._SubParsersAction) -> None:
         "sample",
         help="draw a synthetic workload from a model as Chakra ETs",
         description="Draw a workload from a model fitted by `lumos synth fit` and write it as "
-        "OUT_PREFIX.<rank>.et (and OUT_PREFIX.sample.json). Different seeds give different but "
+        "PREFIX.<rank>.et (and PREFIX.sample.json). Different seeds give different but "
         "statistically equivalent workloads; the same seed gives the same bytes.",
     )
     p.add_argument("model", metavar="MODEL.json", help="a model written by `lumos synth fit`")
-    p.add_argument("-o", "--out", required=True, metavar="OUT_PREFIX",
-                   help="output prefix: files OUT_PREFIX.<rank>.et")  # fmt: skip
+    p.add_argument("-o", "--out", required=True, metavar="PREFIX",
+                   help="output prefix: writes PREFIX.<rank>.et")  # fmt: skip
     p.add_argument("--ranks", type=positive_int, default=None, metavar="N",
                    help="ranks to draw (default: the source's)")  # fmt: skip
     p.add_argument("--layers", type=positive_int, default=None, metavar="L",

@@ -27,7 +27,9 @@ def add_report(tools: argparse._SubParsersAction) -> None:
     )
     r.add_argument("source", metavar="SOURCE", help="the workload the candidate imitates")
     r.add_argument("candidate", metavar="CANDIDATE", help="the synthetic or obfuscated workload")
-    r.add_argument("-o", "--out", default=None, metavar="DIR", help="also write the report here")
+    r.add_argument("-o", "--out", default=None, metavar="DIR",
+                   help="output directory: also write fidelity.json, fidelity.csv and "
+                   "fidelity.html there")  # fmt: skip
     r.add_argument("--strict", action="store_true",
                    help="exit 1 when a bound is missed (default: report only)")  # fmt: skip
     add_parallel_args(r)

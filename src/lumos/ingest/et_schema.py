@@ -59,6 +59,10 @@ class RawNode(msgspec.Struct, frozen=True, gc=False):
     output_shapes: msgspec.Raw = _ABSENT
     output_types: msgspec.Raw = _ABSENT
     attrs: list[RawAttr] | None = None
+    # Written by ET+Kineto linkers (``lumos link -o``, upstream ``chakra_trace_link``): a node
+    # with ``cat`` is a GPU activity under its op; ``ts`` marks a host op carrying Kineto timing.
+    cat: str | None = None
+    ts: I64 | float | None = None
 
 
 class RawET(msgspec.Struct, frozen=True):

@@ -45,7 +45,9 @@ def summarize_et(trace: HostTrace, top: int = 10) -> dict[str, Any]:
     ``comm_nodes`` (node counts by name for record_param_comms / c10d / nccl / gloo nodes),
     ``collectives`` (per collective name: ``count`` and total ``in_size_bytes`` where known,
     ``wait`` excluded), ``pg_names``, ``process_groups``, ``threads`` (``[{tid, num_nodes}]``),
-    ``rank`` / ``world_size`` (from ``distributedInfo``, else -1), ``diagnostics``.
+    ``rank`` / ``world_size`` (from ``distributedInfo``, else -1), ``diagnostics``. A linked
+    host+device ET (``lumos link -o``, ``chakra_trace_link``) adds ``linked``: ``timed_nodes``
+    (ops with Kineto timing) and ``gpu_nodes`` (its GPU nodes by category, not in ``num_nodes``).
     """
     counts = np.bincount(trace.name_idx, minlength=len(trace.names))
     order = sorted(range(len(trace.names)), key=lambda i: (-int(counts[i]), trace.names[i]))
@@ -86,4 +88,10 @@ def summarize_et(trace: HostTrace, top: int = 10) -> dict[str, Any]:
             {"tid": int(t), "num_nodes": int(c)} for t, c in zip(tids, per_tid, strict=True)
         ],
         "diagnostics": trace.diagnostics.to_dict(),
-    }
+    } | _linked(trace)
+
+
+def _linked(trace: HostTrace) -> dict[str, Any]:
+    if not trace.device_nodes:
+        return {}
+    return {"linked": {"timed_nodes": trace.timed_nodes, "gpu_nodes": dict(trace.device_nodes)}}

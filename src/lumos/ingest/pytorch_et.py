@@ -20,6 +20,11 @@ column             meaning
 inputs/outputs     undecoded bytes in ``io_blob``; :meth:`HostTrace.inputs` decodes one node
 =================  ============================================================================
 
+A *linked* ET (host+device, as ``lumos link -o`` and upstream ``chakra_trace_link`` write it) reads
+too: its GPU nodes (those with a ``cat``) are not host ops, so they stay out of the columns and
+are counted by category in ``device_nodes``; ``timed_nodes`` counts the host ops that carry Kineto
+timing (``ts``).
+
 Bad input raises :class:`~lumos.errors.TraceFormatError` (or ``InputError`` for unreadable files)
 naming the file. A parent id that names no node is the one thing degraded rather than refused:
 the node becomes a root and ``diagnostics.count("dangling_parent")`` counts it.
@@ -43,7 +48,7 @@ from lumos.errors import TraceFormatError
 from lumos.ingest.et_comm import COMM_ATTR_NAMES, CommTable, build_comm_table
 from lumos.ingest.et_schema import RawET, RawIO
 
-__all__ = ["HostTrace", "IOInfo", "read_pytorch_et", "summarize_et"]
+__all__ = ["HostTrace", "IOInfo", "read_et_document", "read_pytorch_et", "summarize_et"]
 
 # Slots of io_spans: the three undecoded pieces of each direction. The newer object form keeps
 # everything in the VALUES slot; the 1.0.1 form splits values, shapes and types.
@@ -89,6 +94,16 @@ class HostTrace:
     extra_attrs: Mapping[str, Mapping[int, Any]]  # attr name -> {node_idx: value}, sparse
     fields_present: tuple[str, ...]
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    #: In a linked host+device ET: its GPU nodes by ``cat`` (not host ops: not in the columns).
+    device_nodes: Mapping[str, int] = field(default_factory=dict)
+    #: In a linked host+device ET: host nodes that carry Kineto timing (``ts``).
+    timed_nodes: int = 0
+
+    def __repr__(self) -> str:
+        linked = (
+            f", linked ({sum(self.device_nodes.values())} GPU nodes)" if self.device_nodes else ""
+        )
+        return f"HostTrace({self.path!r}, schema {self.schema!r}, {self.num_nodes} nodes{linked})"
 
     @property
     def num_nodes(self) -> int:
@@ -162,6 +177,20 @@ def read_pytorch_et(path: str | os.PathLike[str], member: str | None = None) -> 
     return _parse(where, raw)
 
 
+def read_et_document(path: str | os.PathLike[str], member: str | None = None) -> dict[str, Any]:
+    """The whole ET JSON object as plain Python values, for tools that rewrite the file
+    (``lumos link -o``). Checked like :func:`read_pytorch_et` (same errors)."""
+    where = f"{os.fspath(path)}::{member}" if member else os.fspath(path)
+    raw = read_bytes(path, member)
+    if member is None and _is_tar(raw):
+        member, raw = _single_json_member(where, raw)
+        where = f"{where}::{member}"
+    _decode(where, raw)  # the typed decode names what is wrong with a bad file
+    doc = msgspec.json.decode(raw)
+    assert isinstance(doc, dict)  # RawET decoded, so the top level is an object
+    return doc
+
+
 def summarize_et(trace: HostTrace, top: int = 10) -> dict[str, Any]:
     """The ``lumos info`` summary of an ET; see :func:`lumos.ingest.et_summary.summarize_et`."""
     from lumos.ingest.et_summary import summarize_et as _summarize  # it imports this module
@@ -223,7 +252,11 @@ def _decode(where: str, raw: bytes) -> RawET:
 
 def _parse(where: str, raw: bytes) -> HostTrace:
     et = _decode(where, raw)
-    nodes = sorted(et.nodes, key=lambda n: n.id)
+    device_nodes: dict[str, int] = {}
+    for nd in et.nodes:
+        if nd.cat is not None:
+            device_nodes[nd.cat] = device_nodes.get(nd.cat, 0) + 1
+    nodes = sorted((nd for nd in et.nodes if nd.cat is None), key=lambda n: n.id)
     n = len(nodes)
     if n == 0:
         raise TraceFormatError(where, "Execution Trace has no nodes")
@@ -318,6 +351,8 @@ def _parse(where: str, raw: bytes) -> HostTrace:
         extra_attrs=extra,
         fields_present=tuple(sorted(present)),
         diagnostics=diagnostics,
+        device_nodes=dict(sorted(device_nodes.items())),
+        timed_nodes=sum(1 for nd in nodes if nd.ts is not None),
         **{k: np.asarray(v, dtype=np.int64) for k, v in ints.items()},
     )
 

@@ -13,6 +13,9 @@ figure                kind       what it shows
 ``sm_util``           lines      share of each bin with a GPU stream busy (%), both runs
 ``critical_path``     stacked    share of the critical path by task kind (%)
 ====================  =========  =========================================================
+
+A long run's SM utilization (more than :data:`MAX_SM_POINTS` bins) is drawn with wider bins, each
+the mean of ``k`` recorded ones, so that the curve stays readable; the title says the bin width.
 """
 
 from __future__ import annotations
@@ -26,10 +29,20 @@ from lumos._io import atomic_write
 from lumos.errors import ConfigError, MissingDependencyError
 from lumos.report import svg
 
-__all__ = ["BREAKDOWN_PARTS", "Figure", "build_figures", "to_svg", "write_figures"]
+__all__ = [
+    "BREAKDOWN_PARTS",
+    "MAX_SM_POINTS",
+    "Figure",
+    "build_figures",
+    "coarsen",
+    "to_svg",
+    "write_figures",
+]
 
 BREAKDOWN_PARTS = ("exposed_compute_ns", "overlapped_ns", "exposed_comm_ns", "other_ns")
 _PART_LABELS = ("exposed compute", "overlapped", "exposed comm", "other")
+#: Most points the SM utilization curve is drawn with; longer runs get wider bins.
+MAX_SM_POINTS = 240
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +62,19 @@ class Figure:
 
 def _ms(ns: Any) -> float:
     return float(ns) / 1e6
+
+
+def coarsen(values: tuple[float, ...], k: int) -> tuple[float, ...]:
+    """Means of ``k`` consecutive values (the last group may be shorter).
+
+    >>> coarsen((1.0, 3.0, 5.0, 7.0, 9.0), 2)
+    (2.0, 6.0, 9.0)
+    """
+    return tuple(sum(values[i : i + k]) / len(values[i : i + k]) for i in range(0, len(values), k))
+
+
+def _bin_label(ms: float) -> str:
+    return f"{ms:g} ms"
 
 
 def build_figures(result: dict[str, Any]) -> list[Figure]:
@@ -94,11 +120,17 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
     )
     if sm_series and int(sm.get("device", 0)) >= 0:  # device -1: a CPU-only run, no curve
         bin_ms = _ms(sm.get("bin_ns", 1_000_000))
+        n = max(len(v) for _, v in sm_series)
+        k = -(-n // MAX_SM_POINTS)
+        if k > 1:
+            sm_series = tuple((side, coarsen(v, k)) for side, v in sm_series)
+            bin_ms *= k
         figs.append(
             Figure(
                 name="sm_util",
                 kind="lines",
-                title="SM utilization (share of each bin with a GPU stream busy)",
+                title=f"SM utilization (share of each {_bin_label(bin_ms)} bin with a GPU "
+                "stream busy)",
                 series=sm_series,
                 x_label="time (ms)",
                 y_label="%",

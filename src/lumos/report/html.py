@@ -130,18 +130,24 @@ def _header(key: str) -> str:
     return escape(key[:-3] + " (ms)" if key.endswith("_ns") else key.replace("_", " "))
 
 
-def _table(rows: list[dict[str, Any]], cls: str = "") -> str:
+def _table(rows: list[dict[str, Any]], cls: str = "", rank_link: str | None = None) -> str:
+    """Rows as a sortable table; a column whose values are all numbers is right-aligned, header
+    too. ``rank_link``: the column whose cells link to that rank's sections (``#rank=N``)."""
     cols: list[str] = []
     for r in rows:
         cols.extend(k for k in r if k not in cols)
-    head = "".join(f"<th>{_header(c)}</th>" for c in cols)
+    numeric = {c for c in cols if all(_num(r[c]) for r in rows if r.get(c, "") != "")}
+    head = "".join(f"<th{' class=num' if c in numeric else ''}>{_header(c)}</th>" for c in cols)
     body = []
     for r in rows:
         tds = []
         for c in cols:
             v = r.get(c, "")
             num = ' class="num"' if _num(v) else ""
-            tds.append(f"<td{num}>{_cell(c, v)}</td>")
+            text = _cell(c, v)
+            if c == rank_link and v != "":
+                text = f'<a href="#rank={escape(str(v))}">{text}</a>'
+            tds.append(f"<td{num}>{text}</td>")
         body.append("<tr>" + "".join(tds) + "</tr>")
     return f'<table class="sortable {cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -229,29 +235,46 @@ h1{font-size:22px;margin:8px 0 2px}h2{font-size:17px;margin:28px 0 8px}
 .sub{color:#666;font-size:13px}section{background:#fff;border:1px solid #e3e5e8;border-radius:8px;padding:12px 16px;margin:14px 0}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}.card{background:#fff;border:1px solid #e3e5e8;border-radius:8px;padding:10px 14px;min-width:120px}
 .card .v{font-size:20px;font-weight:600}.card .k{color:#666;font-size:12px}
-svg.chart{max-width:100%;height:auto;display:block}
+svg.chart{width:100%;height:auto;display:block}[hidden]{display:none!important}
 table{border-collapse:collapse;font-size:13px;width:100%}th,td{padding:4px 8px;border-bottom:1px solid #eee;text-align:left}
-th{cursor:pointer;user-select:none;background:#fafafa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{cursor:pointer;user-select:none;background:#fafafa}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+nav.ranks{position:sticky;top:0;z-index:1;background:#f6f7f9;padding:8px 0;font-size:14px}nav.ranks select{font-size:14px}
 .note{color:#666;font-size:12px}
 """
 
-# Sortable tables, and a record of script errors the Chromium test reads back from the DOM.
+# Sortable tables; the rank selector (#rank=N in the address picks a rank, "all" shows every
+# one); and what the Chromium test reads back from the DOM: script errors, the number of charts,
+# where the plotting area of each visible chart is on the page, the page height.
 _JS = """
 window.addEventListener('error',function(e){document.body.dataset.jsErrors=(document.body.dataset.jsErrors||'')+e.message+';'});
+function lumosPick(r){var sel=document.getElementById('rank-select');if(!sel)return;
+if(!Array.from(sel.options).some(function(o){return o.value===r}))r=sel.dataset.default;
+sel.value=r;document.body.dataset.rank=r;
+document.querySelectorAll('section[data-rank]').forEach(function(s){s.hidden=!(r==='all'||s.dataset.rank===r)});}
+function lumosHash(){var m=/rank=([^&]+)/.exec(location.hash);return m?decodeURIComponent(m[1]):null}
 document.addEventListener('DOMContentLoaded',function(){
+var sel=document.getElementById('rank-select');if(sel){lumosPick(lumosHash()||sel.dataset.default);
+sel.addEventListener('change',function(){location.hash='rank='+sel.value});
+window.addEventListener('hashchange',function(){lumosPick(lumosHash()||sel.dataset.default)});}
 document.querySelectorAll('table.sortable th').forEach(function(th,i){th.addEventListener('click',function(){
 var tb=th.closest('table').tBodies[0],rows=Array.from(tb.rows),asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';
 var key=function(r){var t=r.cells[i]?r.cells[i].textContent:'';var n=parseFloat(t.replace(/[^0-9eE.+-]/g,''));return isNaN(n)?t:n};
 rows.sort(function(a,b){var x=key(a),y=key(b);return (x>y?1:x<y?-1:0)*(asc?1:-1)});rows.forEach(function(r){tb.appendChild(r)})})});
-document.body.dataset.charts=String(document.querySelectorAll('svg.chart').length);});
+document.body.dataset.charts=String(document.querySelectorAll('svg.chart').length);
+var boxes=[];document.querySelectorAll('svg.chart').forEach(function(c){if(!c.getBoundingClientRect().width)return;
+var a=c.querySelector('.plot-area');if(!a)return;var b=a.getBoundingClientRect();
+boxes.push([b.left+scrollX,b.top+scrollY,b.width,b.height].map(Math.round).join(','))});
+document.body.dataset.plots=boxes.join(';');document.body.dataset.height=String(document.documentElement.scrollHeight);});
 """
 
 
-def _replay_sections(data: dict[str, Any], prefix: str) -> list[str]:
-    """Per-step time, breakdown, SM utilization and critical path of one rank's replay."""
+def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> list[str]:
+    """Per-step time, breakdown, SM utilization and critical path of one rank's replay (each
+    section tagged ``data-rank`` when ``rank`` is given, for the rank selector)."""
     parts = []
     figs = {f.name: to_svg(f) for f in build_figures(data)}
-    parts.append(f"<section><h2>{escape(prefix)}Per-step time</h2>")
+    sec = "<section>" if rank is None else f'<section data-rank="{escape(str(rank))}">'
+    parts.append(f"{sec}<h2>{escape(prefix)}Per-step time</h2>")
     if "step_time" in figs:
         parts.append(figs["step_time"])
     parts.append(_table(_step_rows(data.get("steps") or []), "steps") + "</section>")
@@ -262,17 +285,17 @@ def _replay_sections(data: dict[str, Any], prefix: str) -> list[str]:
             for side in ("measured", "predicted")
             if side in bd
         ]
-        parts.append(f"<section><h2>{escape(prefix)}Breakdown</h2>" + figs["breakdown"]
+        parts.append(f"{sec}<h2>{escape(prefix)}Breakdown</h2>" + figs["breakdown"]
                      + _table(rows) + "</section>")  # fmt: skip
     if "sm_util" in figs:
-        parts.append(f"<section><h2>{escape(prefix)}SM utilization</h2>{figs['sm_util']}</section>")
+        parts.append(f"{sec}<h2>{escape(prefix)}SM utilization</h2>{figs['sm_util']}</section>")
     if "critical_path" in figs:
         cp_rows = [{"kind": k, "share": v} for k, v in data["critical_path"].items() if v > 0]
         ops = data.get("critical_path_ops")
         by_op = ("<h3>Top ops on the critical path</h3>" + _table(ops)
                  if isinstance(ops, list) and ops and all(isinstance(o, dict) for o in ops)
                  else "")  # fmt: skip
-        parts.append(f"<section><h2>{escape(prefix)}Critical path</h2>" + figs["critical_path"]
+        parts.append(f"{sec}<h2>{escape(prefix)}Critical path</h2>" + figs["critical_path"]
                      + _table(cp_rows) + by_op + "</section>")  # fmt: skip
     return parts
 
@@ -311,7 +334,20 @@ def _ranks_table(ranks: list[dict[str, Any]]) -> str:
             "error": err,
         })  # fmt: skip
     rows.sort(key=lambda x: -int(x["predicted_ns"] or 0))
-    return "<section><h2>Ranks (slowest first)</h2>" + _table(rows, "ranks") + "</section>"
+    return ("<section><h2>Ranks (slowest first)</h2>" + _table(rows, "ranks", rank_link="rank")
+            + "</section>")  # fmt: skip
+
+
+def _rank_selector(ranks: list[dict[str, Any]], slowest: Any) -> str:
+    """A select that shows one rank's sections (or all); it starts on the slowest rank. Without
+    scripts every rank's sections stay visible."""
+    opts = ['<option value="all">all ranks</option>']
+    for r in ranks:
+        v = escape(str(r.get("rank", "?")))
+        mark = " (slowest)" if r.get("rank") == slowest else ""
+        opts.append(f'<option value="{v}">rank {v}{mark}</option>')
+    return (f'<nav class="ranks"><label for="rank-select">Show </label><select id="rank-select" '
+            f'data-default="{escape(str(slowest))}">{"".join(opts)}</select></nav>')  # fmt: skip
 
 
 def _head(heading: str) -> list[str]:
@@ -354,8 +390,9 @@ def render_report(result: dict[str, Any], *, title: str | None = None) -> str:
         parts.append(_summary(data["steps"]))
     if multi:
         parts.append(_ranks_table(ranks))
+        parts.append(_rank_selector(ranks, slowest.get("rank")))
         for r in ranks:
-            parts.extend(_replay_sections(r, f"rank {r.get('rank', '?')}: "))
+            parts.extend(_replay_sections(r, f"rank {r.get('rank', '?')}: ", r.get("rank", "?")))
     else:
         parts.extend(_replay_sections(data, ""))
     for key, label in (("top_kernels", "Top kernels"), ("top_ops", "Top ops")):

@@ -4,20 +4,36 @@ horizontal bars.
 Each function returns one standalone ``<svg>`` element as a string (usable inline in HTML and
 as a ``.svg`` file for slides). Text is escaped; numbers are formatted deterministically, so the
 same data gives byte-identical SVG. Hovering a mark shows its value (an SVG ``<title>``).
+
+Axis ticks are plain decimals with thousands separators and as many decimals as the tick step
+needs (``2,000``, ``0.05``; never ``2e+03``), and the margins grow with the longest tick label so
+that none is clipped. Each chart marks its plotting area with ``<rect class="plot-area">`` (no
+paint), which the report's browser test uses to find the marks.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from html import escape
 
-__all__ = ["PALETTE", "bar_chart", "grouped_hbar", "line_chart", "nice_ticks", "stacked_hbar"]
+__all__ = [
+    "PALETTE",
+    "bar_chart",
+    "grouped_hbar",
+    "line_chart",
+    "nice_ticks",
+    "stacked_hbar",
+    "tick_labels",
+]
 
 # Colour-blind-safe (Okabe-Ito), measured first, predicted second.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
 _FONT = 'font-family="system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif"'
 _M_LEFT, _M_RIGHT, _M_TOP, _M_BOTTOM = 64, 16, 50, 46
+_CHAR_PX = 7  # a conservative width of one 12 px character, for margins
+_WIDTH = 880  # about a report card's width, so the charts are drawn near 1:1 there
 
 
 def _f(x: float) -> str:
@@ -26,12 +42,33 @@ def _f(x: float) -> str:
     return "0" if s == "-0" else s
 
 
-def _label(v: float) -> str:
-    if v == 0:
-        return "0"
-    if abs(v) >= 1000 or abs(v) < 0.01:
-        return f"{v:.3g}"
-    return f"{v:.10g}" if v == int(v) else f"{v:.3g}"
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Labels of evenly spaced ticks: decimals as the step needs, thousands separated.
+
+    >>> tick_labels([0.0, 5000.0, 10000.0])
+    ['0', '5,000', '10,000']
+    >>> tick_labels([0.0, 0.05, 0.1])
+    ['0.00', '0.05', '0.10']
+    """
+    steps = [b - a for a, b in itertools.pairwise(ticks) if b > a]
+    step = min(steps) if steps else 1.0
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    return [f"{t if t else 0.0:,.{decimals}f}" for t in ticks]  # -0.0 prints as 0
+
+
+def _left_margin(labels: Sequence[str]) -> int:
+    """Room for right-aligned tick labels plus the rotated axis title left of them."""
+    return max(_M_LEFT, 30 + _CHAR_PX * max((len(s) for s in labels), default=1))
+
+
+def _right_margin(labels: Sequence[str]) -> int:
+    """Room for half of the last x tick label, centred on the axis end."""
+    return max(_M_RIGHT, 4 + (_CHAR_PX * len(labels[-1]) + 1) // 2 if labels else _M_RIGHT)
+
+
+def _plot_area(x0: float, y0: float, x1: float, y1: float) -> str:
+    return (f'<rect class="plot-area" x="{_f(x0)}" y="{_f(y0)}" width="{_f(x1 - x0)}" '
+            f'height="{_f(y1 - y0)}" fill="none" stroke="none"/>')  # fmt: skip
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -80,10 +117,10 @@ def _frame(width: int, height: int, title: str, body: list[str], legend: Sequenc
 
 def _y_axis(ticks: list[float], y_of, x0: float, x1: float, label: str, height: int) -> list[str]:
     out = []
-    for t in ticks:
+    for t, text in zip(ticks, tick_labels(ticks), strict=True):
         y = _f(y_of(t))
         out.append(f'<line x1="{_f(x0)}" x2="{_f(x1)}" y1="{y}" y2="{y}" stroke="#e5e5e5"/>')
-        out.append(f'<text x="{_f(x0 - 6)}" y="{y}" dy="4" text-anchor="end">{_label(t)}</text>')
+        out.append(f'<text x="{_f(x0 - 6)}" y="{y}" dy="4" text-anchor="end">{text}</text>')
     mid = (_M_TOP + height - _M_BOTTOM) / 2
     out.append(
         f'<text transform="translate(14,{_f(mid)}) rotate(-90)" text-anchor="middle" '
@@ -100,7 +137,7 @@ def line_chart(
     x_label: str = "",
     y_label: str = "",
     y_max: float | None = None,
-    width: int = 720,
+    width: int = _WIDTH,
     height: int = 280,
 ) -> str:
     """Lines sharing an x axis: point ``i`` of every series is at ``x = i * x_step``."""
@@ -108,9 +145,11 @@ def line_chart(
     top = max((max(v) for _, v in series if len(v)), default=1.0)
     ticks = nice_ticks(0.0, y_max if y_max is not None else max(top, 1e-12))
     y_hi = ticks[-1]
-    x0, x1 = _M_LEFT, width - _M_RIGHT
+    span_x = (n - 1) * x_step if n > 1 else 1.0
+    x_ticks = [t for t in nice_ticks(0.0, span_x, 6) if t <= span_x * (1 + 1e-9)]
+    x_labels = tick_labels(x_ticks)
+    x0, x1 = _left_margin(tick_labels(ticks)), width - _right_margin(x_labels)
     yb, yt = height - _M_BOTTOM, _M_TOP
-    span_x = max(1.0, (n - 1) * x_step)
 
     def x_of(i: int) -> float:
         return x0 + (x1 - x0) * (i * x_step) / span_x
@@ -118,12 +157,10 @@ def line_chart(
     def y_of(v: float) -> float:
         return yb - (yb - yt) * (v / y_hi if y_hi else 0.0)
 
-    body = _y_axis(ticks, y_of, x0, x1, y_label, height)
-    for t in nice_ticks(0.0, span_x, 6):
-        if t > span_x + 1e-9:
-            break
+    body = [_plot_area(x0, yt, x1, yb), *_y_axis(ticks, y_of, x0, x1, y_label, height)]
+    for t, text in zip(x_ticks, x_labels, strict=True):
         x = _f(x0 + (x1 - x0) * t / span_x)
-        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{_label(t)}</text>')
+        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{text}</text>')
     body.append(
         f'<text x="{_f((x0 + x1) / 2)}" y="{height - 8}" text-anchor="middle" '
         f'fill="#555">{escape(x_label)}</text>'
@@ -144,7 +181,7 @@ def bar_chart(
     *,
     title: str = "",
     y_label: str = "",
-    width: int = 720,
+    width: int = _WIDTH,
     height: int = 280,
     fmt: str = "{:.3g}",
 ) -> str:
@@ -152,13 +189,13 @@ def bar_chart(
     top = max((max(v) for _, v in groups if len(v)), default=1.0)
     ticks = nice_ticks(0.0, max(top, 1e-12))
     y_hi = ticks[-1]
-    x0, x1 = _M_LEFT, width - _M_RIGHT
+    x0, x1 = _left_margin(tick_labels(ticks)), width - _M_RIGHT
     yb, yt = height - _M_BOTTOM, _M_TOP
 
     def y_of(v: float) -> float:
         return yb - (yb - yt) * (v / y_hi if y_hi else 0.0)
 
-    body = _y_axis(ticks, y_of, x0, x1, y_label, height)
+    body = [_plot_area(x0, yt, x1, yb), *_y_axis(ticks, y_of, x0, x1, y_label, height)]
     slot = (x1 - x0) / max(1, len(categories))
     bar_w = slot * 0.8 / max(1, len(groups))
     for c, cat in enumerate(categories):
@@ -205,10 +242,10 @@ def grouped_hbar(
         return x0 + (x1 - x0) * (v / x_hi if x_hi else 0.0)
 
     body = []
-    for t in ticks:
+    for t, text in zip(ticks, tick_labels(ticks), strict=True):
         x = _f(x_of(t))
         body.append(f'<line x1="{x}" x2="{x}" y1="{_M_TOP}" y2="{yb}" stroke="#e5e5e5"/>')
-        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{_label(t)}</text>')
+        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{text}</text>')
     body.append(
         f'<text x="{_f((x0 + x1) / 2)}" y="{height - 8}" text-anchor="middle" '
         f'fill="#555">{escape(x_label)}</text>'
@@ -236,7 +273,7 @@ def stacked_hbar(
     *,
     title: str = "",
     x_label: str = "",
-    width: int = 720,
+    width: int = _WIDTH,
     row_height: int = 34,
     fmt: str = "{:.3g}",
 ) -> str:
@@ -246,17 +283,18 @@ def stacked_hbar(
     total = max((sum(v) for _, v in rows), default=1.0)
     ticks = nice_ticks(0.0, max(total, 1e-12))
     x_hi = ticks[-1]
-    x0, x1 = left, width - _M_RIGHT
+    labels = tick_labels(ticks)
+    x0, x1 = left, width - _right_margin(labels)
     yb = height - _M_BOTTOM
 
     def x_of(v: float) -> float:
         return x0 + (x1 - x0) * (v / x_hi if x_hi else 0.0)
 
-    body = []
-    for t in ticks:
+    body = [_plot_area(x0, _M_TOP, x1, yb)]
+    for t, text in zip(ticks, labels, strict=True):
         x = _f(x_of(t))
         body.append(f'<line x1="{x}" x2="{x}" y1="{_M_TOP}" y2="{yb}" stroke="#e5e5e5"/>')
-        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{_label(t)}</text>')
+        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{text}</text>')
     body.append(
         f'<text x="{_f((x0 + x1) / 2)}" y="{height - 8}" text-anchor="middle" '
         f'fill="#555">{escape(x_label)}</text>'
