@@ -52,7 +52,7 @@ from lumos.graph.build_tasks import START
 from lumos.graph.model import ExecGraph, Workload
 from lumos.synth.classes import CLASSES, task_classes
 from lumos.synth.skeleton import Skeleton, extract_step, step_of_tasks
-from lumos.synth.sketch import fit_sketches, merge_sketches, rank_bins
+from lumos.synth.sketch import fit_sketches, rank_bins
 
 __all__ = ["MODEL_FORMAT", "MODEL_VERSION", "RankFit", "fit_model", "fit_rank"]
 
@@ -473,18 +473,12 @@ def _global(keys: NDArray[np.int64], remap: NDArray[np.int64], shift: int) -> ND
 
 
 def _merged(sketches: dict[int, list[tuple[NDArray[np.int64], int]]]) -> dict[str, Any]:
+    """The sketch table: keys sorted (a key is fitted once, on its member's pooled sample)."""
     keys = sorted(sketches)
-    points, counts = [], []
-    for k in keys:
-        parts = sketches[k]
-        if len(parts) == 1:
-            points.append(parts[0][0].tolist())
-            counts.append(parts[0][1])
-        else:
-            c = np.array([n for _, n in parts], dtype=np.int64)
-            points.append(merge_sketches(np.stack([p for p, _ in parts]), c).tolist())
-            counts.append(int(c.sum()))
-    return {"key": keys, "count": counts, "points": points}
+    if any(len(sketches[k]) != 1 for k in keys):  # pragma: no cover - symbols are per member
+        raise ValueError("a sketch key was fitted twice")
+    return {"key": keys, "count": [sketches[k][0][1] for k in keys],
+            "points": [sketches[k][0][0].tolist() for k in keys]}  # fmt: skip
 
 
 def _common_config(fits: list[RankFit]) -> dict[str, int]:

@@ -159,7 +159,9 @@ class _Sketches:
 
     def __init__(self, table: Mapping[str, Any]) -> None:
         self.key = np.asarray(table["key"], dtype=np.int64)
-        self.points = np.asarray(table["points"], dtype=np.int64).reshape(len(self.key), POINTS)
+        self.points = np.asarray(table["points"], dtype=np.int64).reshape(
+            len(self.key), 2 * POINTS - 1
+        )
         self.count = np.asarray(table["count"], dtype=np.int64)
 
     def draw(
