@@ -144,6 +144,8 @@ def test_cli_fit_sample_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
     summary = json.loads((tmp_path / "a" / "s.sample.json").read_text())
     assert summary["steps"] == 2 and summary["seed"] == 5 and summary["timestamps"] == "simulated"
+    capsys.readouterr()
+    assert main(["chakra", "validate", str(tmp_path / "a" / "s")]) == 0  # the ETs validate
     # the written sample replays as it was simulated before writing
     w, _ = build_workload([str(tmp_path / "a")], workers=1)
     direct = sample_workload(plan_sample(read_model(model), steps=2, seed=5))

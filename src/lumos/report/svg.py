@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 
 __all__ = [
@@ -216,6 +216,26 @@ def bar_chart(
     return _frame(width, height, title, body, [name for name, _ in groups])
 
 
+def _x_axis(
+    ticks: Sequence[float],
+    labels: Sequence[str],
+    x_of: Callable[[float], float],
+    box: tuple[float, float, float, int],
+    x_label: str,
+) -> list[str]:
+    """Vertical grid lines and tick labels along a horizontal value axis, and its title;
+    ``box`` is ``(x0, x1, bottom, height)``."""
+    x0, x1, yb, height = box
+    out = []
+    for t, text in zip(ticks, labels, strict=True):
+        x = _f(x_of(t))
+        out.append(f'<line x1="{x}" x2="{x}" y1="{_M_TOP}" y2="{yb}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{text}</text>')
+    out.append(f'<text x="{_f((x0 + x1) / 2)}" y="{height - 8}" text-anchor="middle" '
+               f'fill="#555">{escape(x_label)}</text>')  # fmt: skip
+    return out
+
+
 def grouped_hbar(
     categories: Sequence[str],
     groups: Sequence[tuple[str, Sequence[float]]],
@@ -241,15 +261,8 @@ def grouped_hbar(
     def x_of(v: float) -> float:
         return x0 + (x1 - x0) * (v / x_hi if x_hi else 0.0)
 
-    body = []
-    for t, text in zip(ticks, tick_labels(ticks), strict=True):
-        x = _f(x_of(t))
-        body.append(f'<line x1="{x}" x2="{x}" y1="{_M_TOP}" y2="{yb}" stroke="#e5e5e5"/>')
-        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{text}</text>')
-    body.append(
-        f'<text x="{_f((x0 + x1) / 2)}" y="{height - 8}" text-anchor="middle" '
-        f'fill="#555">{escape(x_label)}</text>'
-    )
+    body = [_plot_area(x0, _M_TOP, x1, yb),
+            *_x_axis(ticks, tick_labels(ticks), x_of, (x0, x1, yb, height), x_label)]  # fmt: skip
     for c, cat in enumerate(categories):
         y = _M_TOP + 10 + row_h * c
         body.append(
@@ -290,15 +303,8 @@ def stacked_hbar(
     def x_of(v: float) -> float:
         return x0 + (x1 - x0) * (v / x_hi if x_hi else 0.0)
 
-    body = [_plot_area(x0, _M_TOP, x1, yb)]
-    for t, text in zip(ticks, labels, strict=True):
-        x = _f(x_of(t))
-        body.append(f'<line x1="{x}" x2="{x}" y1="{_M_TOP}" y2="{yb}" stroke="#e5e5e5"/>')
-        body.append(f'<text x="{x}" y="{yb + 16}" text-anchor="middle">{text}</text>')
-    body.append(
-        f'<text x="{_f((x0 + x1) / 2)}" y="{height - 8}" text-anchor="middle" '
-        f'fill="#555">{escape(x_label)}</text>'
-    )
+    body = [_plot_area(x0, _M_TOP, x1, yb),
+            *_x_axis(ticks, labels, x_of, (x0, x1, yb, height), x_label)]  # fmt: skip
     for r, (name, values) in enumerate(rows):
         y = _M_TOP + 10 + row_height * r
         body.append(
