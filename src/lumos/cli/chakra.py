@@ -1,5 +1,5 @@
 """``lumos chakra <tool>``: validate, check, jsonize, stats, visualize, timeline, text2et,
-generate.
+generate, obfuscate.
 
 Thin: each tool parses its options, calls :mod:`lumos.chakra` and writes its output
 atomically. Inputs are one ``.et`` file (plain or gzip) or, where it makes sense, a directory
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -229,6 +230,21 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _obfuscate(args: argparse.Namespace) -> int:
+    from lumos.synth.obfuscate import obfuscate_files
+    from lumos.synth.obfuscate_names import KEY_ENV
+
+    files = obfuscate_files(args.inputs, args.output, key=args.key, shapes=args.shapes,
+                            jitter_pct=args.jitter, seed=args.seed)  # fmt: skip
+    for f in files:
+        dropped = ", ".join(f"{k} {v}" for k, v in f.diagnostics.items()) or "nothing"
+        print(f"{f.source} -> {f.path} ({f.kind}; dropped: {dropped}); leak check passed")
+    if not (args.key or os.environ.get(KEY_ENV)):
+        print("no --key: names were hashed with a random key, so they cannot be linked to "
+              "another run's (pass --key to keep them stable across runs)")  # fmt: skip
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``lumos chakra`` and its tools."""
     p = subparsers.add_parser("chakra", help="read, check, convert and generate MLCommons Chakra ETs",
@@ -336,3 +352,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--local-mem-bw", type=float, default=50.0,
                    help="GB/s of 10^9 bytes (default 50)")  # fmt: skip
     m.set_defaults(func=_generate, out_kind="dir")
+
+    o = tools.add_parser(
+        "obfuscate",
+        help="share a workload without its model: names -> op class + keyed hash, leak-checked",
+        description="Obfuscate Chakra ETs and Kineto traces (sniffed by content): names become "
+        "their op class plus a keyed hash, code-identifying attributes are dropped, graph and "
+        "timing are kept; every output is leak-checked against every input string.",
+    )
+    o.add_argument("inputs", nargs="+", metavar="INPUT", help=".et or Kineto .json(.gz) files")
+    o.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="output prefix: writes <prefix>.<rank>.et / <prefix>.<rank>.json(.gz)",
+    )
+    o.add_argument(
+        "--key",
+        help="hash key: same key, same names across files and runs "
+        "(default $LUMOS_OBFUSCATE_KEY, else random per call)",
+    )
+    o.add_argument(
+        "--shapes",
+        choices=("keep", "bucket", "drop"),
+        default="keep",
+        help="tensor shapes: keep, bucket (each dim rounded up to a power of two) "
+        "or drop (default keep)",
+    )
+    o.add_argument(
+        "--jitter",
+        type=float,
+        default=0.0,
+        metavar="PCT",
+        help="multiply durations by a seeded factor within +-PCT %% (default 0: off)",
+    )
+    o.add_argument("--seed", type=int, default=0, help="seed of --jitter (default 0)")
+    o.set_defaults(func=_obfuscate, out_kind="prefix")
