@@ -126,7 +126,10 @@ def test_planted_secret_reaches_no_output_byte(tmp_path: Path, capsys) -> None:
     # the outputs are still traces lumos reads, with the vocabulary kept
     kt = trace_from_bytes(_payload(outs[0]), str(outs[0]))
     assert sorted(s for s in kt.names if s.startswith(("Profiler", "cuda"))) == [
-        "ProfilerStep#1", "ProfilerStep#2", "cudaDeviceSynchronize", "cudaLaunchKernel"
+        "ProfilerStep#1",
+        "ProfilerStep#2",
+        "cudaDeviceSynchronize",
+        "cudaLaunchKernel",
     ]
     et = read_chakra(outs[1])
     assert isinstance(et, ChakraTrace)
@@ -219,10 +222,38 @@ def test_failed_leak_check_names_the_file_and_writes_nothing(tmp_path: Path, mon
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(secret=st.from_regex(r"[A-Z][a-z]{3,9}[A-Z][a-z]{3,9}", fullmatch=True))
 def test_random_names_never_survive(tmp_path_factory, secret: str) -> None:
     tmp = tmp_path_factory.mktemp("prop")
     files = obfuscate_files(_inputs(tmp, secret), tmp / "out" / "o", key="k")
     for f in files:
         assert secret.encode() not in _payload(f.path)
+
+
+def test_collective_sizes_stay_exact_when_shapes_are_bucketed(tmp_path: Path) -> None:
+    doc = _kineto()
+    doc["traceEvents"].append(
+        {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 11,
+         "ts": 1200.0, "dur": 10.0, "args": {"Input Dims": [[3, 1000]], "Input type": ["float"]}}
+    )  # fmt: skip
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    (f,) = obfuscate_files([p], tmp_path / "o", key="k", shapes="bucket")
+    out = json.loads(f.path.read_bytes())["traceEvents"]
+    comm = next(e for e in out if e.get("name") == "c10d::allreduce_")
+    assert comm["args"] == {"Input Dims": [[3, 1000]], "Input type": ["float"]}
+
+
+def test_et_shapes_bucket_and_drop(tmp_path: Path) -> None:
+    src = tmp_path / "w.0.et"
+    write_chakra(_et(), src)
+    for mode, shapes, values in (("bucket", "[[4, 1024]]", ""), ("drop", "", "")):
+        (f,) = obfuscate_files([src], tmp_path / mode, key="k", shapes=mode)
+        t = read_chakra(f.path)
+        assert isinstance(t, ChakraTrace)
+        info = t.materialize(1).inputs
+        assert info is not None and (info.shapes, info.values) == (shapes, values)
+        assert info.types == "['Tensor(float)']"

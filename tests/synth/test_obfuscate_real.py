@@ -6,11 +6,11 @@ import gzip
 from pathlib import Path
 
 import pytest
+from tests.realdata import realdata, trace
 
 from lumos.cli.main import main
 from lumos.replay import build_workload, replay
 from lumos.synth.obfuscate import obfuscate_files
-from tests.realdata import realdata, trace
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,8 @@ Definitions (the check is exactly this, no more):
   the written file, read back (the rest of a protobuf record is varints and fixed-width
   numbers).
 
-Cost: one regular-expression pass over the output collects its distinct tokens; only the
+Cost: one pass over the output bytes (``bytes.translate`` + ``split``) collects its distinct
+tokens; only the
 untrusted ones (none, for a correct obfuscation) are searched, by looking up each of their
 substrings of a secret's length in the secrets' set: O(bytes + untrusted tokens x their length x
 distinct secret lengths), never O(secrets x bytes).
@@ -55,7 +56,11 @@ __all__ = [
 MIN_LEN = 4
 
 _TOKEN = re.compile(r"[A-Za-z0-9_]+")
-_TOKEN_B = re.compile(rb"[A-Za-z0-9_]+")
+#: bytes.translate table: identifier bytes kept, every other byte a space (split() then yields
+#: the tokens in one C pass, faster than a regular expression over tens of megabytes).
+_TO_SPACE = bytes(
+    c if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c == 95) else 32 for c in range(256)
+)
 _NUMBER = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]+|[0-9a-f]+")
 _RUNTIME_API = re.compile(r"(cuda|cu|hip|hsa|nvtx)[A-Z][A-Za-z0-9_]*")
 
@@ -147,7 +152,7 @@ def secrets_of(strings: Iterable[str]) -> set[str]:
     """
     out: set[str] = set()
     seen: set[str] = set()
-    for s in strings:
+    for s in set(strings):
         for tok in _TOKEN.findall(s):
             if tok in seen:
                 continue
@@ -165,7 +170,7 @@ def find_leak(data: bytes | Iterable[str], secrets: set[str]) -> str | None:
     if not secrets:
         return None
     if isinstance(data, bytes | bytearray | memoryview):
-        runs = {r.decode("ascii") for r in set(_TOKEN_B.findall(data))}
+        runs = {r.decode("ascii") for r in set(bytes(data).translate(_TO_SPACE).split())}
     else:
         runs = {t for s in data for t in _TOKEN.findall(s)}
     lengths = sorted({len(s) for s in secrets})

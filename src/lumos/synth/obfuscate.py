@@ -47,6 +47,7 @@ class _Input:
     ref: TraceRef
     rank: int | None
     doc: Any = None  # Kineto: the decoded JSON object
+    strings: Any = None  # Kineto: its strings (kineto_strings)
     trace: ChakraTrace | None = None
     gz: bool = False
 
@@ -67,7 +68,7 @@ def _load(ref: TraceRef) -> _Input:
         dist = doc.get("distributedInfo")
         rank = dist.get("rank") if isinstance(dist, dict) else None
         rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
-        return _Input(ref, rank, doc=doc, gz=gz)
+        return _Input(ref, rank, doc=doc, strings=kineto_strings(doc, payload), gz=gz)
     if ref.kind == "chakra":
         if ref.member is not None:
             raise InputError(ref.where, "Chakra ETs inside archives are not supported; extract it")
@@ -104,7 +105,7 @@ def obfuscate_files(
     by_rank = None not in ranks and len(set(ranks)) == len(ranks)
     secrets = set()
     for i in inputs:
-        strings = kineto_strings(i.doc) if i.trace is None else chakra_strings(i.trace)
+        strings = i.strings if i.trace is None else chakra_strings(i.trace)
         secrets |= secrets_of(strings)
     namer = Namer(key)
     outputs: list[tuple[ObfuscatedFile, Any]] = []

@@ -19,7 +19,8 @@ attributes             numbers and booleans kept when the attribute name is voca
                        ``lumos_proc_label`` (thread names) replaced by ``proc <i>``; other
                        strings (``op_schema``...) kept only when vocabulary, else dropped
 ``inputs/outputs``     ``shapes`` per ``--shapes``; ``values`` (tensor ids, element counts)
-                       kept with ``--shapes keep`` when vocabulary, else ``""``; ``types``
+                       kept with ``--shapes keep`` when vocabulary, else ``""`` (a METADATA
+                       node's, ASTRA-sim's process-group list, always, groups renamed); ``types``
                        kept when vocabulary (``Tensor(float)``), else ``""``
 unknown fields         dropped
 metadata               attributes by the same rules; ``version`` kept when vocabulary
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -58,6 +60,7 @@ _PG_ATTRS = frozenset({"pg_name", "lumos_pg_name", "lumos_pg_desc"})
 _COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 
 
+_PG_FIELD = re.compile(r'"(pg_name|pg_desc)": "([^"]*)"')
 _STRING_KINDS = np.array([29, 30, 31, 32], dtype=np.int8)  # string/bytes, scalar and list
 _DUR_NS = "dur_ns"
 
@@ -148,7 +151,9 @@ class _Obfuscator:
             return None
         return Attr(a.name, v, a.kind, a.doc_string if namer.safe(a.doc_string) else "")
 
-    def io(self, info: IOInfo) -> IOInfo:
+    def io(self, info: IOInfo, metadata: bool) -> IOInfo:
+        """``inputs``/``outputs``; a METADATA node's values (``process_group:init``'s group
+        list) are kept whatever ``--shapes`` says, with its group names renamed."""
         shapes = ""
         if self.shapes == "keep":
             shapes = info.shapes
@@ -158,7 +163,10 @@ class _Obfuscator:
             except ValueError:
                 self.diag["shapes_unreadable_dropped"] += 1
         text = self.namer.text
-        values = text(info.values) if self.shapes == "keep" else ""
+        values = info.values
+        if metadata:
+            values = _PG_FIELD.sub(lambda m: f'"{m[1]}": "{self.namer.pg(m[2])}"', values)
+        values = text(values) if self.shapes == "keep" or metadata else ""
         return IOInfo(values=values, shapes=text(shapes), types=text(info.types))
 
     def trace(self, t: ChakraTrace) -> ChakraTrace:
@@ -214,7 +222,8 @@ class _Obfuscator:
             o2, l2 = o_col.copy(), l_col.copy()
             for i in np.flatnonzero(l_col >= 0).tolist():
                 raw = t.blob[int(o_col[i]) : int(o_col[i]) + int(l_col[i])].tobytes()
-                o2[i], l2[i] = put(encode_io_info(self.io(decode_io_info(raw))))
+                meta = bool(t.node_type[i] == NodeType.METADATA_NODE)
+                o2[i], l2[i] = put(encode_io_info(self.io(decode_io_info(raw), meta)))
             io_cols.append((o2, l2))
         if int(t.unk_ptr[-1]):
             self.diag["unknown_fields_dropped"] += int(t.unk_ptr[-1])

@@ -41,6 +41,7 @@ lumos reads. Deterministic: one seed, one input -> the same bytes.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -61,6 +62,7 @@ _TASK_OF = {
     Category.MEMCPY: TaskKind.MEMCPY,
     Category.MEMSET: TaskKind.MEMSET,
 }
+_LITERAL = re.compile(rb'"([^"\\]*)"')
 _SPANS = (Category.USER_ANNOTATION, Category.PYTHON_FUNCTION, Category.GPU_USER_ANNOTATION)
 _JITTERED = (Category.KERNEL, Category.MEMCPY, Category.MEMSET)
 
@@ -255,9 +257,13 @@ def obfuscate_kineto(
     return msgspec.json.encode(out), dict(sorted(ob.diag.items()))
 
 
-def kineto_strings(doc: Any) -> list[str]:
+def kineto_strings(doc: Any, payload: bytes | None = None) -> list[str] | set[str]:
     """Every object key and string value of a decoded JSON document, at any depth (the
-    "strings of the input" of :mod:`lumos.synth.leaks`)."""
+    "strings of the input" of :mod:`lumos.synth.leaks`). Given the document's ``payload``
+    without a backslash (no escapes: every string literal is its decoded string), they are read
+    from it in one pass instead."""
+    if payload is not None and b"\\" not in payload:
+        return {s.decode("utf-8", "replace") for s in set(_LITERAL.findall(payload))}
     out: list[str] = []
     stack = [doc]
     while stack:
