@@ -66,3 +66,15 @@ def test_upstream_chakra_et_replays_like_its_source(tmp_path: Path) -> None:
     a, b = _replayed(src), _replayed(f.path)
     assert a["steps"] == b["steps"] == []  # upstream's ET has no step annotations
     assert a["makespan_ns"] > 0 and _close(b["makespan_ns"], a["makespan_ns"])
+
+
+def test_eight_ranks_obfuscated_in_one_call_replay_together(tmp_path: Path) -> None:
+    src = trace("dlrm_kineto_8rank")  # a tar archive of 8 ranks' Kineto traces
+    files = obfuscate_files([src], tmp_path / "o", key="job")
+    assert [f.path.name for f in files] == [f"o.{r}.json" for r in range(8)]
+    a = replay(build_workload([src], workers=1)[0])
+    b = replay(build_workload([f.path for f in files], workers=1)[0])
+    assert len(b.summaries) == 8
+    for sa, sb in zip(a.summaries, b.summaries, strict=True):
+        assert sa["rank"] == sb["rank"]
+        _same_steps(sa, sb)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 from typing import Any
 
 import msgspec
@@ -87,7 +88,10 @@ _PG_NUMBERS = ("pg_size", "group_size", "group_count")
 
 
 def _is_num(v: Any) -> bool:
-    if isinstance(v, list):
+    t = type(v)
+    if t is int or t is float:
+        return True
+    if t is list:
         return all(_is_num(x) for x in v)
     return isinstance(v, int | float) and not isinstance(v, bool)
 
@@ -144,7 +148,7 @@ class _Obfuscator:
             return self.meta_event(e)
         raw_cat = e.get("cat", "")
         raw_cat = raw_cat if isinstance(raw_cat, str) else ""
-        cat = category_of(raw_cat, False)
+        cat = _category(raw_cat)
         out: dict[str, Any] = {}
         for k, v in e.items():
             if k == "name":
@@ -237,6 +241,11 @@ _KNOWN_CATS = frozenset({
     "gpu_memset", "memset", "gpu_user_annotation", "cuda_sync", "trace", "ac2g", "fwdbwd",
     "async", "async_cpu_to_gpu", "cpu_instant_event", "overhead",
 })  # fmt: skip
+
+
+@lru_cache(maxsize=1024)
+def _category(cat: str) -> Category:
+    return category_of(cat, False)
 
 
 def obfuscate_kineto(

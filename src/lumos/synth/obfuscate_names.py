@@ -40,6 +40,7 @@ import hmac
 import os
 import re
 import secrets
+from functools import lru_cache
 from typing import Any
 
 from lumos.errors import ConfigError
@@ -125,6 +126,11 @@ def bucket_dims(dims: Any) -> Any:
     return dims
 
 
+@lru_cache(maxsize=65536)
+def _safe(text: str) -> bool:
+    return all(len(t) < MIN_LEN or is_vocabulary(t) for t in tokens_of(text))
+
+
 def _spell(cls: str) -> str:
     return _SPELLING.get(cls, cls)
 
@@ -197,7 +203,7 @@ class Namer:
     def safe(text: str) -> bool:
         """True when every token of ``text`` is vocabulary or shorter than a secret (it can be
         written as it is)."""
-        return all(len(t) < MIN_LEN or is_vocabulary(t) for t in tokens_of(text))
+        return _safe(text)
 
     def text(self, text: str) -> str:
         """Free text: kept when :meth:`safe`, else ``""``."""
