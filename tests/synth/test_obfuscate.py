@@ -146,7 +146,8 @@ def test_renamed_names_keep_their_class(tmp_path: Path) -> None:
     cases = [("ampere_sgemm_128x64_nn", TaskKind.KERNEL), ("reduce_kernel", TaskKind.KERNEL),
              ("radixSortKernel", TaskKind.KERNEL), ("aten::empty", TaskKind.CPU_OP),
              ("aten::sort", TaskKind.CPU_OP), ("myStreamSynchronize", TaskKind.RUNTIME),
-             ("Optimizer.step#Adam", TaskKind.CPU_OP), ("weird copy", TaskKind.MEMCPY)]  # fmt: skip
+             ("Optimizer.step#Adam", TaskKind.CPU_OP), ("weird copy", TaskKind.MEMCPY),
+             ("c10d::broadcast_(0)", TaskKind.CPU_OP)]  # fmt: skip
     for name, kind in cases:
         new = namer.task(name, kind)
         assert new != name and class_of(new, kind) == class_of(name, kind), (name, new)

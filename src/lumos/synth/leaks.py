@@ -98,7 +98,7 @@ rf_id fw_parent fw_tid seq_id scope op_schema schema version time start_ts finis
 dur_ns ts_ns rank process_group init
 lumos thread synthetic delay proc kind order event idx edge src dst delay_ns task record ann
 first last lead tail flops comm size_bytes pg seq_id peer tag wait_ns names label rows ptr
-marker view synchronize scan compute ns us micros cuda hip desc Python parent
+marker view synchronize scan compute ns us micros cuda hip desc Python parent ProcessGroup
 """
 
 #: The vocabulary words (lower-cased); see the module docstring for the rest of the rule.

@@ -89,6 +89,7 @@ _SPELLING = {
     "cpu.alloc": "cpu.alloc::view",
     "runtime.sync": "runtime.synchronize",
     "runtime.other": "runtime.other",
+    "cpu.comm": "cpu.comm.ProcessGroup",
 }
 
 
