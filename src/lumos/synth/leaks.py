@@ -23,8 +23,9 @@ Definitions (the check is exactly this, no more):
   vocabulary. Output tokens made only of vocabulary and numbers (``gemm_3fa9c01b2d4e``,
   ``ncclDevKernel_AllReduce_...``) are trusted and not searched. Kineto outputs are checked on
   their uncompressed bytes (a gzip stream's bytes say nothing); Chakra outputs on the strings of
-  the written file, read back (the rest of a protobuf record is varints and fixed-width
-  numbers).
+  the trace about to be written, which the writer serializes as they are (the rest of a
+  protobuf record is varints and fixed-width numbers). Both checks run before the file is
+  written, so a leaking output is never on disk.
 
 Cost: one pass over the output bytes (``bytes.translate`` + ``split``) collects its distinct
 tokens; only the
@@ -88,7 +89,7 @@ ProfilerStep record_param_comms c10d
 ncclKernel ncclDevKernel rcclKernel Generic SendRecv AllReduce AllGather ReduceScatter AllToAll
 Broadcast Reduce Gather Scatter Barrier Send Recv
 allreduce allgather reducescatter alltoall broadcast reduce gather scatter barrier send recv
-sendrecv coalesced base tensor into any source wait
+sendrecv coalesced base tensor into any source wait alltoallv
 Memcpy Memset HtoD DtoH DtoD HtoH PtoP Pageable Pinned Managed Array
 float double half bfloat16 float16 float32 float64 int int8 int16 int32 int64 uint8 long short
 char bool byte complex Float Double Half BFloat16 Int Long Short Char Bool Byte Scalar

@@ -104,9 +104,10 @@ def is_api_name(name: str) -> bool:
 
 
 def is_comm_op(name: str) -> bool:
-    """A host-side collective op or annotation lumos types by name (kept as it is)."""
+    """A host-side collective op or annotation lumos types by name (kept as it is): PyTorch's
+    spellings, whose words are all vocabulary (an unusual spelling is renamed instead)."""
     m = _COMM_OP.fullmatch(name)
-    if m is None:
+    if m is None or not _safe(name):
         return False
     if m.group(1) == "record_param_comms":
         return True
