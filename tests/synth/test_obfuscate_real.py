@@ -78,3 +78,13 @@ def test_eight_ranks_obfuscated_in_one_call_replay_together(tmp_path: Path) -> N
     for sa, sb in zip(a.summaries, b.summaries, strict=True):
         assert sa["rank"] == sb["rank"]
         _same_steps(sa, sb)
+
+
+def test_obfuscated_trace_is_the_same_workload_for_lumos_synth_report(tmp_path: Path) -> None:
+    from lumos.synth.fidelity import compare
+
+    src = trace("nccl_a100")
+    (f,) = obfuscate_files([src], tmp_path / "o", key="k", shapes="bucket")
+    fid = compare(build_workload([src], workers=1)[0], build_workload([f.path], workers=1)[0])
+    assert len(fid.rows) > 40  # step time, breakdown, op-class counts, comm bytes, graph stats
+    assert [r.metric for r in fid.rows if r.delta] == []
