@@ -234,7 +234,7 @@ def _obfuscate(args: argparse.Namespace) -> int:
     from lumos.synth.obfuscate import obfuscate_files
     from lumos.synth.obfuscate_names import KEY_ENV
 
-    files = obfuscate_files(args.inputs, args.output, key=args.key, shapes=args.shapes,
+    files = obfuscate_files(args.inputs, args.out, key=args.key, shapes=args.shapes,
                             jitter_pct=args.jitter, seed=args.seed)  # fmt: skip
     for f in files:
         dropped = ", ".join(f"{k} {v}" for k, v in f.diagnostics.items()) or "nothing"
@@ -361,12 +361,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "timing are kept; every output is leak-checked against every input string.",
     )
     o.add_argument("inputs", nargs="+", metavar="INPUT", help=".et or Kineto .json(.gz) files")
-    o.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        help="output prefix: writes <prefix>.<rank>.et / <prefix>.<rank>.json(.gz)",
-    )
+    o.add_argument("-o", "--out", "--output", dest="out", required=True, metavar="PREFIX",
+                   help="output prefix: writes PREFIX.<rank>.et / PREFIX.<rank>.json(.gz)")  # fmt: skip
     o.add_argument(
         "--key",
         help="hash key: same key, same names across files and runs "
