@@ -51,14 +51,12 @@ def test_a_fitted_configuration_reproduces_its_measured_step(model: dict[str, An
 
 def test_an_unseen_configuration_lands_near_its_measured_step(model: dict[str, Any]) -> None:
     """8 layers at hidden 256 were never fitted: the layer blocks of the 4-layer source are
-    copied and its gradient all-reduces grow with the weights. On this CPU workload the sample
-    comes out 15-20 % short of the measured step (the issue asks for 15 %): the measured step
-    more than doubles with twice the layers (B/A 2.1), as ``lumos estimate`` also misses (-12 %
-    on the same pair): per-op costs that grow with the model's size on a CPU (caches, memory
-    bandwidth) are not in any trace of the smaller model."""
+    copied and its gradient all-reduces grow with the weights. Within the issue's 15 % of the
+    step measured for it (the sample comes out short: the measured step grows x1.87 with twice
+    the layers, the sample x1.70; on this CPU an op of the bigger model runs slower, which no
+    trace of the smaller one shows)."""
     measured = MEASURED["h256_l8"]["median_ms"]
     got = _median_step_ms(model, {"hidden": 256, "layers": 8})
     unchanged = MEASURED["h256_l4"]["median_ms"]
     assert abs(unchanged / measured - 1) > 0.4  # a real change: "unchanged" is far off
-    assert abs(got / measured - 1) <= 0.20, (got, measured)
-    assert got > 1.6 * unchanged
+    assert abs(got / measured - 1) <= 0.15, (got, measured)

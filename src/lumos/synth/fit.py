@@ -146,35 +146,56 @@ def _match_tasks(
     sym: NDArray[np.int32],
 ) -> NDArray[np.int64] | None:
     """For each task of the representative (``rep_tasks``, skeleton order), the task of step
-    ``s`` in its place: on every processor where both steps ran the same ops in the same order,
-    position by position; elsewhere the representative's own task. None when no processor
-    matches."""
+    ``s`` in its place: per processor, the two steps' op sequences are aligned (position by
+    position when they are as long, else by their longest common runs) and a task takes the
+    aligned task of ``s`` when both ran the same op; elsewhere it keeps its own. None when no
+    task aligns."""
+    from difflib import SequenceMatcher
+
     t = g.tasks
     other = np.flatnonzero(step == s)
     other = other[np.lexsort((t.order[other], t.processor_idx[other]))]
     out = rep_tasks.copy()
-    any_match = False
+    matched = 0
     for p in np.unique(t.processor_idx[rep_tasks]).tolist():
-        a = rep_tasks[t.processor_idx[rep_tasks] == p]
-        b = other[t.processor_idx[other] == p]
-        if len(a) == len(b) and np.array_equal(sym[a], sym[b]):
-            out[np.flatnonzero(t.processor_idx[rep_tasks] == p)] = b
-            any_match = True
-    return out if any_match else None
+        where = np.flatnonzero(t.processor_idx[rep_tasks] == p)
+        a, b = rep_tasks[where], other[t.processor_idx[other] == p]
+        if len(a) == len(b):
+            same = sym[a] == sym[b]
+            out[where[same]] = b[same]
+            matched += int(same.sum())
+        elif min(len(a), len(b)) and max(len(a), len(b)) <= _ALIGN_MAX:
+            blocks = SequenceMatcher(None, sym[a].tolist(), sym[b].tolist(), autojunk=False)
+            for i, j, n in blocks.get_matching_blocks():
+                out[where[i : i + n]] = b[j : j + n]
+                matched += n
+    return out if matched else None
 
 
-def representatives(g: ExecGraph, groups: Sequence[Sequence[int]]) -> list[int]:
-    """Per group of steps, the step whose structure most of the group shares (ties: the
-    middle one), so that the most steps lend the variant their bin sets."""
+#: Longest op sequence of one processor in one step aligned by common runs (quadratic worst case).
+_ALIGN_MAX = 20_000
+
+
+def representatives(graphs: Sequence[ExecGraph], groups: Sequence[Sequence[int]]) -> list[int]:
+    """Per group of steps, its most typical step: among the steps whose structure (on the
+    first rank) most of the group shares, the one of median recorded duration on the slowest
+    rank, neither the first step (a warm-up) nor the last (it waits for the device to drain)
+    when there are others, so that an outlier step does not lend the variant its structure."""
+    g = graphs[0]
     cls, sym, _ = _symbols(g)
     step = step_of_tasks(g)
+    steps = [step_of_tasks(h) for h in graphs]
     out = []
     for members in groups:
         keys = [extract_step(g, step, s, sym, cls)[0].shape_key() for s in members]
         best = max(keys.count(k) for k in keys)
         common = [s for s, k in zip(members, keys, strict=True) if keys.count(k) == best]
-        inner = [s for s in common if s != 0] or common
-        out.append(inner[len(inner) // 2])
+        last = max(int(st.max()) for st in steps)
+        inner = [s for s in common if s not in (0, last)] or common
+        span = {s: max(int(np.ptp(h.tasks.ts_ns[st == s])) if (st == s).any() else 0
+                       for h, st in zip(graphs, steps, strict=True)) for s in inner}  # fmt: skip
+        inner.sort(key=lambda s: (span[s], s))
+        out.append(inner[(len(inner) - 1) // 2])
     return out
 
 
@@ -194,7 +215,7 @@ def fit_rank(g: ExecGraph, variants: Sequence[tuple[int, Sequence[int]]] | None 
         )
     if variants is None:
         step_groups = choose_variants(step_class_counts(g))
-        variants = list(zip(representatives(g, step_groups), step_groups, strict=True))
+        variants = list(zip(representatives([g], step_groups), step_groups, strict=True))
     if max(max(v[1]) for v in variants) >= n_steps:
         raise InputError(f"rank {g.rank}", f"has {n_steps} steps; its job's other ranks have "
                          f"{max(max(v[1]) for v in variants) + 1} or more")  # fmt: skip
@@ -341,7 +362,7 @@ def fit_model(
         if not len(counts):
             raise InputError(str(p), "no ProfilerStep in the trace: nothing to learn a step from")
         weights = choose_variants(counts)
-        reps = representatives(w.graphs[0], weights)
+        reps = representatives(w.graphs, weights)
         v_steps.append(reps)
         v_weights.append(weights)
         fits = [fit_rank(g, list(zip(reps, weights, strict=True))) for g in w.graphs]
