@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lumos._jit import warm_in_background
 from lumos.cli._args import add_edit_args, add_parallel_args
 from lumos.cli._progress import progress_bar
 from lumos.ingest.detect import expand_paths
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_chakra_only(args)
     without = tuple(w.strip() for w in args.without.split(",") if w.strip())
     scale = parse_scale(args.scale)
+    warm_in_background()  # compile the simulator while the traces are read, if not cached yet
     n = len(expand_paths(args.paths))
     with progress_bar("building graphs", n) as advance:
         workload, sources = build_workload(

@@ -2,9 +2,9 @@
 
 One row per duration event (``ph == "X"``) in numpy columns (listed in
 :mod:`lumos.ingest.kineto_trace`), times in integer nanoseconds, names interned, every event
-placed on a *processor* (a CPU thread or a GPU stream). The ``traceEvents`` array is decoded in
-chunks (:mod:`lumos.ingest.kineto_split`) and folded into columns as it goes
-(:mod:`lumos.ingest.kineto_columns`), so memory stays bounded on multi-GB traces.
+placed on a *processor* (a CPU thread or a GPU stream). On big payloads the ``traceEvents``
+array is decoded in chunks (:mod:`lumos.ingest.kineto_split`) and folded into columns as it
+goes (:mod:`lumos.ingest.kineto_columns`), so memory stays bounded on multi-GB traces.
 """
 
 from __future__ import annotations
@@ -22,12 +22,22 @@ from lumos.ingest.kineto_split import split_events
 from lumos.ingest.kineto_tolerant import NESTED_TOO_DEEP, decode_tolerant
 from lumos.ingest.kineto_trace import Events, KinetoTrace
 
-__all__ = ["CHUNK_EVENTS", "Events", "KinetoTrace", "read_kineto", "trace_from_bytes"]
+__all__ = [
+    "CHUNK_EVENTS",
+    "SPLIT_MIN_BYTES",
+    "Events",
+    "KinetoTrace",
+    "read_kineto",
+    "trace_from_bytes",
+]
 
 _DECODER = msgspec.json.Decoder(RawTrace)
 _LIST_DECODER = msgspec.json.Decoder(list[RawEvent])
 #: Events decoded per chunk: bounds the memory of decoded events on multi-GB traces.
 CHUNK_EVENTS = 20_000
+#: Payloads this big or bigger are decoded in chunks (bounded memory); smaller ones whole, which
+#: is as fast and needs no compiled scan (no compile wait on a first run; see :mod:`lumos._jit`).
+SPLIT_MIN_BYTES = 64 << 20
 
 
 def read_kineto(path: str | os.PathLike[str], member: str | None = None) -> KinetoTrace:
@@ -45,11 +55,14 @@ def read_kineto(path: str | os.PathLike[str], member: str | None = None) -> Kine
     return trace_from_bytes(read_bytes(path, member), where)
 
 
-def trace_from_bytes(raw: bytes, where: str) -> KinetoTrace:
+def trace_from_bytes(
+    raw: bytes, where: str, *, split_min_bytes: int = SPLIT_MIN_BYTES
+) -> KinetoTrace:
     """Parse an in-memory Kineto JSON payload; ``where`` names it in errors.
 
-    The ``traceEvents`` array is decoded in chunks of :data:`CHUNK_EVENTS` and folded into
-    columns as it goes, so peak memory is the payload plus the columns plus one chunk.
+    From ``split_min_bytes`` on, the ``traceEvents`` array is decoded in chunks of
+    :data:`CHUNK_EVENTS` and folded into columns as it goes, so peak memory is the payload plus
+    the columns plus one chunk. Both ways give the same trace.
     """
     diagnostics: dict[str, int] = {}
     head = raw[:4096].lstrip()
@@ -58,7 +71,8 @@ def trace_from_bytes(raw: bytes, where: str) -> KinetoTrace:
     if head[:1] not in (b"{", b"["):
         raise TraceFormatError(where, "not JSON (does not start with '{' or '[')")
     acc = Accumulator(diagnostics)
-    split = split_events(raw, CHUNK_EVENTS) if head[:1] == b"{" else None
+    chunked = head[:1] == b"{" and len(raw) >= split_min_bytes
+    split = split_events(raw, CHUNK_EVENTS) if chunked else None
     if split is not None:
         rest, ranges, _ = split
         try:

@@ -14,13 +14,15 @@ import re
 import numba
 import numpy as np
 
+from lumos._jit import INT64, Kernel, array
+
 __all__ = ["split_events"]
 
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(
+def _scan_events(
     buf: np.ndarray, pos: int, every: int, cuts: np.ndarray
 ) -> tuple[int, int, int]:  # pragma: no cover - compiled
     """Scan from just after ``[``; returns (number of elements, cuts used, index of ``]``).
@@ -72,6 +74,15 @@ def _scan(
     return -1, used, n
 
 
+#: ``_scan(buf, pos, every, cuts, work=len(buf))``; never interpreted (a Python loop over bytes
+#: is slow): only payloads of :data:`lumos.ingest.kineto.SPLIT_MIN_BYTES` or more are split.
+_scan = Kernel(
+    _scan_events,
+    (array(np.uint8), INT64, INT64, array(np.int64, writes=True)),
+    max_interpreted=0,
+)
+
+
 def split_events(
     payload: bytes, chunk: int = 20_000
 ) -> tuple[bytes, list[tuple[int, int]], int] | None:
@@ -88,7 +99,7 @@ def split_events(
     open_end = m.end()
     buf = np.frombuffer(payload, dtype=np.uint8)
     cuts = np.empty(len(payload) // (3 * chunk) + 16, dtype=np.int64)
-    count, used, close = _scan(buf, open_end, chunk, cuts)
+    count, used, close = _scan(buf, open_end, chunk, cuts, work=len(buf))
     if count < 0:
         return None
     ranges = []

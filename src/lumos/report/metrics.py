@@ -28,6 +28,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos._jit import INT64, Kernel, array
 from lumos.graph.build_tasks import MARK, START
 from lumos.graph.model import GPU_TASK_KINDS, DepKind, ExecGraph, ProcessorKind, TaskKind
 from lumos.report.ops import task_ops
@@ -268,7 +269,7 @@ class CriticalPath:
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(start, end, cause_kind, cause_ref, edge_src, last):  # pragma: no cover - compiled
+def _walk_path(start, end, cause_kind, cause_ref, edge_src, last):  # pragma: no cover - compiled
     path = np.empty(len(start), dtype=np.int64)
     gap = np.zeros(len(start), dtype=np.int64)
     via = np.zeros(len(start), dtype=np.int8)  # cause kind that explains gap[k]
@@ -295,7 +296,13 @@ def _walk(start, end, cause_kind, cause_ref, edge_src, last):  # pragma: no cove
         gap[k] = start[t] - end[p]
         k += 1
         t = p
-    return path[:k], gap[:k], via[:k], via_ref[:k]
+    return path, gap, via, via_ref, k
+
+
+#: The path walk, ``_walk(..., work=n_tasks)``; its arrays hold ``k`` entries (no slices in a
+#: kernel: see :mod:`lumos._jit`).
+_I = array(np.int64)
+_walk = Kernel(_walk_path, (_I, _I, array(np.int8), _I, _I, INT64), max_interpreted=1_000_000)
 
 
 def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
@@ -321,9 +328,10 @@ def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
         last = (
             lo + int(np.argmax(result.end_ns[lo:hi])) if hi > lo else int(np.argmax(result.end_ns))
         )
-    path, gap, via, via_ref = _walk(
-        result.start_ns, result.end_ns, result.cause_kind, result.cause_ref, edge_src, last
+    path, gap, via, via_ref, k = _walk(
+        result.start_ns, result.end_ns, result.cause_kind, result.cause_ref, edge_src, last, work=n
     )
+    path, gap, via, via_ref = path[:k], gap[:k], via[:k], via_ref[:k]
     dur = result.end_ns[path] - result.start_ns[path]
     # a negative gap (kernel starting inside its launch call): only the part of the source
     # before the successor started is on the path

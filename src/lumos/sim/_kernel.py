@@ -23,6 +23,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from lumos._jit import Kernel, array
+
 # cause kinds: why a task started when it did (for the critical path)
 CAUSE_NONE = 0  # started at time 0, nothing to wait for
 CAUSE_EDGE = 1  # cause_ref = edge index (global)
@@ -80,7 +82,7 @@ def _pop(ht, hk, size):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def run(  # pragma: no cover - compiled
+def _run(  # pragma: no cover - compiled
     dur,  # int64[n]
     proc,  # int64[n] global processor
     order,  # int64[n]
@@ -286,3 +288,14 @@ def run(  # pragma: no cover - compiled
                     size = _push(ht, hk, size, ready[s], prio + s)
     _ = n_proc
     return start, end, cause_kind, cause_ref, n_started, unrecorded
+
+
+_I, _B = array(np.int64), array(np.int8)
+#: The replay loop; ``run(*arrays, work=n_tasks)`` (see :class:`lumos._jit.Kernel`). Graphs of
+#: up to 150k tasks replay interpreted (about 1 s) while the compiled loop is not cached yet.
+run = Kernel(
+    _run,
+    (_I, _I, _I, _I, _B, _I, _I, _I, _B, _I, _I, _I, _I, _I, _B, _I, _B)
+    + (_I,) * 10,
+    max_interpreted=150_000,
+)

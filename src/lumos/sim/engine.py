@@ -221,6 +221,7 @@ def simulate(
         dur, proc, order, succ, has_pred, out_ptr, out_edge, e_dst, e_kind, e_delay,
         in_count, proc_ptr, proc_task, launched0, flag0, wait_ptr, wk, wtg, wdv, wrc,
         dev_ptr, dev_stream, rec_stream, group_of, grp_ptr, grp_task, transfer[keep_member],
+        work=n,
     )  # fmt: skip
     if unrecorded:
         diags.warn("event_wait_before_record", "", int(unrecorded))

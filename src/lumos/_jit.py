@@ -1,0 +1,236 @@
+"""Compiled kernels without a first-run wait: cached, compiled ahead in the background, or interpreted.
+
+A numba kernel compiles on its first call (seconds per kernel on a loaded machine) unless
+numba's on-disk cache already holds it, and ``pip install`` runs no code, so a user's first
+``lumos replay`` would pay for every kernel it calls. A :class:`Kernel` wraps an entry point
+(``numba.njit(cache=True)``) with its one argument signature and, on each call, runs:
+
+1. the compiled code when it is in memory or in numba's cache (``NUMBA_CACHE_DIR``);
+2. otherwise, when the input is small (``work <= max_interpreted``), the *same source* run by
+   the Python interpreter over lists (:func:`interpreted`): no compile at all, same results;
+3. otherwise the compiled code, after waiting for a background warmer started by
+   :func:`warm_in_background` if one is running (it may have finished by then), or compiling
+   in this process if none is.
+
+:func:`warm_in_background` (called by the CLI verbs that replay) starts ``python -m lumos._jit``
+in its own session when some kernel is not cached yet; it compiles every kernel into the cache
+while the command reads and builds its traces, and outlives the command if need be. Setting
+``LUMOS_JIT_BACKGROUND=0`` turns it off.
+
+Rules for a kernel's source, so that the interpreter runs it the same way: arrays are
+allocated only with ``np.empty``/``np.zeros``/``np.full`` (one dimension, an explicit dtype) and
+used only by indexing, ``len`` and ``.copy()``; results are returned whole (no slices), with
+scalars as Python ints; other jitted functions it calls follow the same rules. Every array
+argument is passed read-only and C-contiguous in the declared dtype (so that one signature,
+cached once, serves every call), except those named in ``writes``, which the kernel fills.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numba
+import numpy as np
+from numba.core.registry import CPUDispatcher
+
+__all__ = ["Kernel", "interpreted", "warm_in_background"]
+
+#: The modules whose kernels the background warmer compiles (the replay path), in the order a
+#: replay first needs them.
+MODULES = ("lumos.ingest.kineto_split", "lumos.sim._kernel", "lumos.report.metrics")
+
+_REGISTRY: list[Kernel] = []
+_WARMER: subprocess.Popen[bytes] | None = None
+
+
+def array(dtype: Any, writes: bool = False) -> Any:
+    """The numba type of a 1-d C-contiguous argument (read-only unless the kernel ``writes`` it)."""
+    return numba.types.Array(numba.from_dtype(np.dtype(dtype)), 1, "C", readonly=not writes)
+
+
+INT64 = numba.types.int64
+
+
+class Kernel:
+    """A compiled entry point with its signature; call it as ``kernel(*args, work=n)``.
+
+    ``signature`` lists each argument's numba type (:func:`array`, :data:`INT64`); ``work`` is
+    the size that the interpreted run's time grows with (tasks, bytes), compared with
+    ``max_interpreted``.
+    """
+
+    def __init__(self, compiled: Any, signature: Sequence[Any], max_interpreted: int) -> None:
+        self.compiled = compiled
+        self.signature = tuple(signature)
+        self.max_interpreted = max_interpreted
+        self._dtypes = [
+            np.dtype(str(t.dtype)) if isinstance(t, numba.types.Array) else None
+            for t in self.signature
+        ]
+        self._writes = [isinstance(t, numba.types.Array) and t.mutable for t in self.signature]
+        _REGISTRY.append(self)
+
+    @property
+    def name(self) -> str:
+        f = self.compiled.py_func
+        return f"{f.__module__}.{f.__qualname__}"
+
+    def ready(self) -> bool:
+        """Whether the compiled code is in memory, loading it from numba's cache if it is there."""
+        disp = self.compiled
+        if self.signature in disp.overloads:
+            return True
+        try:  # numba's own load step of Dispatcher.compile, without its fallback to compiling
+            cres = disp._cache.load_overload(self.signature, disp.targetctx)
+            if cres is None:
+                return False
+            disp.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            disp.add_overload(cres)
+        except Exception:  # an unreadable cache entry only means "compile"
+            return False
+        return True
+
+    def compile(self) -> None:
+        """Load from the cache or compile (and cache) the kernel's signature."""
+        self.compiled.compile(self.signature)
+
+    def __call__(self, *args: Any, work: int) -> Any:
+        args = tuple(self._normalize(args))
+        if self.ready():
+            return self.compiled(*args)
+        if work <= self.max_interpreted:
+            return run_interpreted(self.compiled, args)
+        _wait_for_warmer(self)
+        return self.compiled(*args)
+
+    def _normalize(self, args: Sequence[Any]) -> Any:
+        if len(args) != len(self.signature):
+            raise TypeError(f"{self.name}: {len(args)} arguments for {len(self.signature)}")
+        for a, dtype, writes in zip(args, self._dtypes, self._writes, strict=True):
+            if dtype is None:
+                yield int(a)
+            elif writes:
+                yield a  # filled in place: it must already be the declared array
+            else:
+                view = np.ascontiguousarray(a, dtype=dtype).view()
+                view.flags.writeable = False
+                yield view
+
+
+class _Column(list[Any]):
+    """A list standing for an array allocated inside an interpreted kernel (keeps its dtype)."""
+
+    __slots__ = ("dtype",)
+    dtype: Any
+
+
+def _alloc(n: int, value: Any, dtype: Any) -> _Column:
+    col = _Column([value] * int(n))
+    col.dtype = dtype
+    return col
+
+
+_NP_SHIM = types.SimpleNamespace(
+    int8=np.int8,
+    int64=np.int64,
+    uint8=np.uint8,
+    empty=lambda n, dtype: _alloc(n, 0, dtype),
+    zeros=lambda n, dtype: _alloc(n, 0, dtype),
+    full=lambda n, value, dtype: _alloc(n, value, dtype),
+)
+
+
+def interpreted(disp: Any) -> Callable[..., Any]:
+    """The Python source of ``disp`` with ``np`` and every jitted function it calls rebound to
+    their interpreted versions; it takes and returns lists where the compiled code uses arrays."""
+    memo: dict[Any, Callable[..., Any]] = {}
+
+    def rebind(d: Any) -> Callable[..., Any]:
+        f = d.py_func
+        if f in memo:
+            return memo[f]
+        scope = dict(f.__globals__)
+        fn = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__, f.__closure__)
+        memo[f] = fn
+        for key, value in f.__globals__.items():
+            if isinstance(value, CPUDispatcher):
+                scope[key] = rebind(value)
+        scope["np"] = _NP_SHIM
+        return fn
+
+    return rebind(disp)
+
+
+def run_interpreted(disp: Any, args: Sequence[Any]) -> Any:
+    """Run ``disp`` interpreted on arrays: arguments go in as lists, arrays it wrote are updated,
+    lists it allocated come back as arrays of their dtype."""
+    lists = [a.tolist() if isinstance(a, np.ndarray) else a for a in args]
+    out = interpreted(disp)(*lists)
+    for a, lst in zip(args, lists, strict=True):
+        if isinstance(a, np.ndarray) and a.flags.writeable:
+            a[:] = lst
+    if isinstance(out, tuple):
+        return tuple(_as_array(x) for x in out)
+    return _as_array(out)
+
+
+def _as_array(x: Any) -> Any:
+    if isinstance(x, _Column):
+        return np.array(x, dtype=x.dtype)
+    if isinstance(x, list):
+        raise TypeError("an interpreted kernel returned a list it did not allocate (a slice?)")
+    return x
+
+
+def kernels() -> list[Kernel]:
+    """Every kernel of :data:`MODULES` (importing them)."""
+    import importlib
+
+    for m in MODULES:
+        importlib.import_module(m)
+    return list(_REGISTRY)
+
+
+def warm_in_background() -> bool:
+    """Start compiling every kernel not cached yet into numba's cache, in another process.
+
+    Returns whether a warmer was started (once per process; never when every kernel is
+    already cached, or when ``LUMOS_JIT_BACKGROUND=0``).
+    """
+    global _WARMER
+    if _WARMER is not None or os.environ.get("LUMOS_JIT_BACKGROUND", "1") == "0":
+        return False
+    if all(k.ready() for k in kernels()):
+        return False
+    _WARMER = subprocess.Popen(
+        [sys.executable, "-m", "lumos._jit"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return True
+
+
+def _wait_for_warmer(kernel: Kernel) -> None:
+    warmer = _WARMER
+    while warmer is not None and warmer.poll() is None and not kernel.ready():
+        time.sleep(0.05)
+
+
+def main() -> None:
+    """``python -m lumos._jit``: compile every kernel into numba's cache."""
+    import lumos._jit as registry  # run as __main__, this module is not the one kernels register in
+
+    for k in registry.kernels():
+        k.compile()
+
+
+if __name__ == "__main__":
+    main()
