@@ -198,6 +198,24 @@ BENCHES = [
             "json.dump",
         ),
     ),
+    Bench(
+        "first_run",
+        "bench_first_run.py",
+        ["--repeat", "3"],
+        ["--repeat", "1"],
+        {
+            "penalty": r"first-run penalty: median (-?[\d.]+) s",
+            "max": r"first-run penalty: median -?[\d.]+ s, max (-?[\d.]+) s",
+            "ratio": r"first/second ratio: median ([\d.]+)x",
+            "compile": r"\(python -m lumos._jit\): ([\d.]+) s",
+        },
+        (
+            "first `lumos replay` after install (empty compile cache), bundled example and "
+            "df_index_resolver",
+            "{penalty} s slower than the second run (median; max {max} s), {ratio}x; compiling "
+            "every kernel takes {compile} s, now in the background",
+        ),
+    ),
     Bench("collect", "bench_collect.py", [], None),
     Bench("causal", "bench_causal.py", [], None),
 ]

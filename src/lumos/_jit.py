@@ -209,7 +209,7 @@ def warm_in_background() -> bool:
     if all(k.ready() for k in kernels()):
         return False
     _WARMER = subprocess.Popen(
-        [sys.executable, "-m", "lumos._jit"],
+        [sys.executable, "-m", "lumos._jit", "--background"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -225,7 +225,10 @@ def _wait_for_warmer(kernel: Kernel) -> None:
 
 
 def main() -> None:
-    """``python -m lumos._jit``: compile every kernel into numba's cache."""
+    """``python -m lumos._jit [--background]``: compile every kernel into numba's cache
+    (``--background``: at a lower priority than the command that started it)."""
+    if "--background" in sys.argv[1:] and hasattr(os, "nice"):
+        os.nice(10)
     import lumos._jit as registry  # run as __main__, this module is not the one kernels register in
 
     for k in registry.kernels():
