@@ -199,6 +199,24 @@ BENCHES = [
         ),
     ),
     Bench(
+        "multirank",
+        "bench_multirank.py",
+        ["--ranks", "8", "64", "256", "--repeat", "3"],
+        ["--ranks", "8", "64", "--repeat", "2"],
+        {
+            "build": r"build 8: ([\d.]+) s",
+            "ranks": r"\n\s*(\d+)\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+\d+\s*$",
+            "tasks": r"\n\s*\d+\s+(\d+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+\d+\s*$",
+            "replay": r"\n\s*\d+\s+\d+\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s+\d+\s*$",
+            "total": r"\n\s*\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+\d+\s*$",
+        },
+        (
+            "multi-rank replay, the 8-rank DLRM job replicated",
+            "{ranks} ranks ({tasks} tasks): replay (simulate + every rank's summary) {replay} s, "
+            "{total} s with the 8 graph builds ({build} s)",
+        ),
+    ),
+    Bench(
         "first_run",
         "bench_first_run.py",
         ["--repeat", "3"],

@@ -6,8 +6,9 @@ numba's on-disk cache already holds it, and ``pip install`` runs no code, so a u
 (``numba.njit(cache=True)``) with its one argument signature and, on each call, runs:
 
 1. the compiled code when it is in memory or in numba's cache (``NUMBA_CACHE_DIR``);
-2. otherwise, when the input is small (``work <= max_interpreted``), the *same source* run by
-   the Python interpreter over lists (:func:`interpreted`): no compile at all, same results;
+2. otherwise, while the inputs are small (the ``work`` of this process's interpreted calls
+   stays within ``max_interpreted``), the *same source* run by the Python interpreter over
+   lists (:func:`interpreted`): no compile at all, same results;
 3. otherwise the compiled code, after waiting for a background warmer started by
    :func:`warm_in_background` if one is running (it may have finished by then), or compiling
    in this process if none is.
@@ -61,8 +62,9 @@ class Kernel:
     """A compiled entry point with its signature; call it as ``kernel(*args, work=n)``.
 
     ``signature`` lists each argument's numba type (:func:`array`, :data:`INT64`); ``work`` is
-    the size that the interpreted run's time grows with (tasks, bytes), compared with
-    ``max_interpreted``.
+    the size that the interpreted run's time grows with (tasks, bytes). ``max_interpreted``
+    bounds the work of all interpreted calls of the process together (a kernel called once per
+    rank of a big job compiles instead of running interpreted hundreds of times).
     """
 
     def __init__(self, compiled: Any, signature: Sequence[Any], max_interpreted: int) -> None:
@@ -74,6 +76,7 @@ class Kernel:
             for t in self.signature
         ]
         self._writes = [isinstance(t, numba.types.Array) and t.mutable for t in self.signature]
+        self._interpreted_work = 0
         _REGISTRY.append(self)
 
     @property
@@ -104,7 +107,8 @@ class Kernel:
         args = tuple(self._normalize(args))
         if self.ready():
             return self.compiled(*args)
-        if work <= self.max_interpreted:
+        if self._interpreted_work + work <= self.max_interpreted:
+            self._interpreted_work += work
             return run_interpreted(self.compiled, args)
         _wait_for_warmer(self)
         return self.compiled(*args)

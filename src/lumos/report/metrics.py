@@ -316,11 +316,7 @@ def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
     delay_ns = dict.fromkeys([*labels, "processor", "wait", "start"], 0)
     if n == 0:
         return CriticalPath(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, kind_ns, delay_ns)
-    graphs = result.graphs
-    edge_src = np.concatenate(
-        [g.edges.src.astype(np.int64) + result.task_offsets[i] for i, g in enumerate(graphs)]
-    )
-    kinds = np.concatenate([g.tasks.kind for g in graphs])
+    edge_src, edge_kind, kinds = result.global_tables()
     if gi is None:
         last = int(np.argmax(result.end_ns))
     else:
@@ -338,7 +334,6 @@ def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
     overlap = np.maximum(-gap, 0)
     dur[1:] -= overlap[:-1]
     gap = np.maximum(gap, 0)
-    edge_kind = np.concatenate([g.edges.kind for g in graphs])
     is_edge = via == _kernel.CAUSE_EDGE
     per_dep = np.bincount(edge_kind[via_ref[is_edge]], weights=gap[is_edge], minlength=len(labels))
     for i, name in enumerate(labels):
@@ -390,10 +385,9 @@ def critical_path_by_op(result: SimResult, cp: CriticalPath, gi: int) -> list[di
             if o >= 0:
                 parts = [(g.names[o], hit)]
             else:  # not an op: named per task (step markers, anchors), few of them
-                named = [_not_an_op(g, int(x)) for x in local[hit].tolist()]
+                named = np.array([_not_an_op(g, int(x)) for x in local[hit].tolist()], object)
                 idx = np.flatnonzero(hit)
-                parts = [(n, np.isin(np.arange(len(ops)), idx[[m == n for m in named]]))
-                         for n in sorted(set(named))]  # fmt: skip
+                parts = [(n, _mask(len(ops), idx[named == n])) for n in sorted(set(named))]
             for name, m in parts:
                 if of != gi:
                     name = f"{name} (rank {g.rank})"
@@ -414,6 +408,12 @@ def critical_path_by_op(result: SimResult, cp: CriticalPath, gi: int) -> list[di
         for name, a in ranked
         if a[1] + a[2] > 0
     ]
+
+
+def _mask(n: int, where: NDArray[np.int64]) -> NDArray[np.bool_]:
+    m = np.zeros(n, dtype=bool)
+    m[where] = True
+    return m
 
 
 def _not_an_op(g: ExecGraph, task: int) -> str:

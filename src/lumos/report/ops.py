@@ -18,8 +18,9 @@ GPU task                      op of the runtime call that launched it, else none
 from __future__ import annotations
 
 import re
-import weakref
+from collections import OrderedDict
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,24 +30,41 @@ from lumos.graph.model import CPU_TASK_KINDS, AnnotationKind, DepKind, ExecGraph
 
 __all__ = ["KERNEL_CLASSES", "kernel_class", "task_ops"]
 
-
-_MEMO: weakref.WeakKeyDictionary[ExecGraph, tuple[NDArray[np.int32], NDArray[np.int64]]] = (
-    weakref.WeakKeyDictionary()
-)
+_Ops = tuple[NDArray[np.int32], NDArray[np.int64]]
 
 
-def task_ops(graph: ExecGraph) -> tuple[NDArray[np.int32], NDArray[np.int64]]:
+#: Recent results by the columns they were computed from (data pointer, length, stride, dtype
+#: of each), which the entry keeps alive so no other array can take their memory. Graphs that
+#: share these columns (ranks replicated from one, a copy with other durations or delays: a
+#: table's columns are read-only views of the same memory) share the result.
+_MEMO: OrderedDict[tuple[Any, ...], tuple[tuple[NDArray[Any], ...], _Ops]] = OrderedDict()
+_MEMO_SIZE = 16
+
+
+def _inputs(graph: ExecGraph) -> tuple[NDArray[Any], ...]:
+    t, a, e = graph.tasks, graph.annotations, graph.edges
+    return (t.kind, t.name_idx, t.event_idx, t.processor_idx, t.order, a.kind, a.name_idx,
+            a.first_task_idx, a.last_task_idx, e.src, e.dst, e.kind)  # fmt: skip
+
+
+def task_ops(graph: ExecGraph) -> _Ops:
     """Per task, ``(op, call)``: the ``names`` index of its op (see the module docstring) and
     which call of it (the annotation index of its span, or ``len(annotations) + task`` for an
     op that is a task itself); ``-1`` for none (a processor's ``<start>`` anchor, a kernel
-    whose launch the trace does not show). Remembered per graph (graphs are immutable); the
-    arrays are read-only."""
-    if graph not in _MEMO:
-        op, call = _task_ops(graph)
-        op.flags.writeable = False
-        call.flags.writeable = False
-        _MEMO[graph] = (op, call)
-    return _MEMO[graph]
+    whose launch the trace does not show). Remembered for graphs of the same structure (their
+    columns are immutable); the arrays are read-only."""
+    arrays = _inputs(graph)
+    key = tuple((x.ctypes.data, len(x), x.strides, x.dtype.str) for x in arrays)
+    if key in _MEMO:
+        _MEMO.move_to_end(key)
+        return _MEMO[key][1]
+    op, call = _task_ops(graph)
+    op.flags.writeable = False
+    call.flags.writeable = False
+    _MEMO[key] = (arrays, (op, call))
+    if len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return op, call
 
 
 def _task_ops(graph: ExecGraph) -> tuple[NDArray[np.int32], NDArray[np.int64]]:

@@ -291,8 +291,8 @@ def _run(  # pragma: no cover - compiled
 
 
 _I, _B = array(np.int64), array(np.int8)
-#: The replay loop; ``run(*arrays, work=n_tasks)`` (see :class:`lumos._jit.Kernel`). Graphs of
-#: up to 150k tasks replay interpreted (about 1 s) while the compiled loop is not cached yet.
+#: The replay loop; ``run(*arrays, work=n_tasks)`` (see :class:`lumos._jit.Kernel`). While the
+#: compiled loop is not cached yet, up to 150k tasks in all replay interpreted (about 1 s).
 run = Kernel(
     _run,
     (_I, _I, _I, _I, _B, _I, _I, _I, _B, _I, _I, _I, _I, _I, _B, _I, _B)

@@ -20,6 +20,10 @@ from lumos.graph.model import AnnotationKind, ExecGraph, Workload
 __all__ = ["SimResult"]
 
 
+def _concat(parts: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+
 @dataclass(frozen=True, eq=False)
 class SimResult:
     """Outcome of :func:`lumos.sim.simulate`.
@@ -42,6 +46,7 @@ class SimResult:
     cause_ref: NDArray[np.int64]
     edge_offsets: NDArray[np.int64]
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("start_ns", "end_ns", "task_offsets", "cause_kind", "cause_ref"):
@@ -72,6 +77,23 @@ class SimResult:
     def ends(self, gi: int = 0) -> NDArray[np.int64]:
         """Predicted ends of graph ``gi``'s tasks (a view)."""
         return self.end_ns[self.task_offsets[gi] : self.task_offsets[gi + 1]]
+
+    def global_tables(self) -> tuple[NDArray[np.int64], NDArray[np.int8], NDArray[np.int8]]:
+        """``(edge_src, edge_kind, task_kind)`` over the whole workload, computed once: the
+        global task index of each global edge's source, each edge's DepKind, each task's
+        TaskKind (read-only; per-rank reports share them instead of concatenating again)."""
+        if "global" not in self._cache:
+            graphs, offsets = self.graphs, self.task_offsets
+            tables = (
+                _concat([g.edges.src.astype(np.int64) + offsets[i] for i, g in enumerate(graphs)],
+                        np.int64),
+                _concat([g.edges.kind for g in graphs], np.int8),
+                _concat([g.tasks.kind for g in graphs], np.int8),
+            )  # fmt: skip
+            for a in tables:
+                a.flags.writeable = False
+            self._cache["global"] = tables
+        return self._cache["global"]
 
     # -- summaries -----------------------------------------------------------------------------
 
