@@ -56,7 +56,9 @@ def main() -> None:
         cold = Path(tmp) / "cold"
         env = {**os.environ, "NUMBA_CACHE_DIR": str(cold)}
         compile_all = _timed([sys.executable, "-m", "lumos._jit"], env)
-        print(f"compile every kernel into an empty cache (python -m lumos._jit): {compile_all:.2f} s")
+        print(
+            f"compile every kernel into an empty cache (python -m lumos._jit): {compile_all:.2f} s"
+        )
         print(f"{'trace':<34}{'first s':>9}{'second s':>10}{'penalty s':>11}{'ratio':>7}")
         penalties: list[float] = []
         ratios: list[float] = []

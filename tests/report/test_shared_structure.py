@@ -23,7 +23,8 @@ def test_task_ops_shared_by_replicas_and_not_by_other_graphs() -> None:
     a = build_graph(read_kineto(trace("cuda_event_sync")))
     b = build_graph(read_kineto(trace("cuda_event_sync_multi_stream")))
     op_a, call_a = task_ops(a)
-    assert task_ops(a.replace(rank=3, world_size=4))[0] is op_a  # same columns: the remembered result
+    # same columns: the remembered result
+    assert task_ops(a.replace(rank=3, world_size=4))[0] is op_a
     op_b, _ = task_ops(b)
     ops._MEMO.clear()
     fresh_a, fresh_call = ops._task_ops(a)

@@ -295,7 +295,6 @@ _I, _B = array(np.int64), array(np.int8)
 #: compiled loop is not cached yet, up to 150k tasks in all replay interpreted (about 1 s).
 run = Kernel(
     _run,
-    (_I, _I, _I, _I, _B, _I, _I, _I, _B, _I, _I, _I, _I, _I, _B, _I, _B)
-    + (_I,) * 10,
+    (_I, _I, _I, _I, _B, _I, _I, _I, _B, _I, _I, _I, _I, _I, _B, _I, _B) + (_I,) * 10,
     max_interpreted=150_000,
 )
