@@ -15,7 +15,8 @@ numba's on-disk cache already holds it, and ``pip install`` runs no code, so a u
 
 :func:`warm_in_background` (called by the CLI verbs that replay) starts ``python -m lumos._jit``
 in its own session when some kernel is not cached yet; it compiles every kernel into the cache
-while the command reads and builds its traces, and outlives the command if need be. Setting
+while the command reads and builds its traces (for small inputs, which run interpreted, only
+when the command ends, so as not to slow it), and outlives the command if need be. Setting
 ``LUMOS_JIT_BACKGROUND=0`` turns it off.
 
 Rules for a kernel's source, so that the interpreter runs it the same way: arrays are
@@ -28,6 +29,7 @@ cached once, serves every call), except those named in ``writes``, which the ker
 
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
@@ -201,17 +203,35 @@ def kernels() -> list[Kernel]:
     return list(_REGISTRY)
 
 
-def warm_in_background() -> bool:
-    """Start compiling every kernel not cached yet into numba's cache, in another process.
+#: Inputs smaller than this (bytes on disk) run interpreted in full: their warmer starts when
+#: the command ends, so that it does not take CPU from the command itself.
+SMALL_INPUT_BYTES = 8 << 20
+_REQUESTED = False
 
-    Returns whether a warmer was started (once per process; never when every kernel is
-    already cached, or when ``LUMOS_JIT_BACKGROUND=0``).
+
+def warm_in_background(input_bytes: int | None = None) -> bool:
+    """Compile every kernel not cached yet into numba's cache, in another process: now, or at
+    exit when ``input_bytes`` (the size of the command's input files) is below
+    :data:`SMALL_INPUT_BYTES`.
+
+    Returns whether a warmer was started or scheduled (once per process; never when every
+    kernel is already cached, or when ``LUMOS_JIT_BACKGROUND=0``).
     """
-    global _WARMER
-    if _WARMER is not None or os.environ.get("LUMOS_JIT_BACKGROUND", "1") == "0":
+    global _REQUESTED
+    if _REQUESTED or os.environ.get("LUMOS_JIT_BACKGROUND", "1") == "0":
         return False
+    _REQUESTED = True
     if all(k.ready() for k in kernels()):
         return False
+    if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES:
+        atexit.register(_start_warmer)
+    else:
+        _start_warmer()
+    return True
+
+
+def _start_warmer() -> None:
+    global _WARMER
     _WARMER = subprocess.Popen(
         [sys.executable, "-m", "lumos._jit", "--background"],
         stdin=subprocess.DEVNULL,
@@ -219,7 +239,6 @@ def warm_in_background() -> bool:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    return True
 
 
 def _wait_for_warmer(kernel: Kernel) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from lumos._jit import warm_in_background
 from lumos.cli._args import add_edit_args, add_parallel_args
 from lumos.cli._progress import progress_bar
-from lumos.ingest.detect import expand_paths
+from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.replay import build_workload, parse_scale, replay, write_replay
 from lumos.report.table import write_tables
 
@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, out_kind="dir")
 
 
+def _input_bytes(refs: list[TraceRef]) -> int:
+    files = {r.path for r in refs if r.data is None}
+    piped = sum(len(r.data) for r in refs if r.data is not None)
+    return piped + sum(p.stat().st_size for p in files if p.is_file())
+
+
 def run(args: argparse.Namespace) -> int:
     """Replay, print the table, write the outputs."""
     if getattr(args, "chakra_only", False):
@@ -65,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_chakra_only(args)
     without = tuple(w.strip() for w in args.without.split(",") if w.strip())
     scale = parse_scale(args.scale)
-    warm_in_background()  # compile the simulator while the traces are read, if not cached yet
-    n = len(expand_paths(args.paths))
+    refs = expand_paths(args.paths)
+    n = len(refs)
+    # compile the simulator (if not cached yet) while the traces are read, or after small ones
+    warm_in_background(input_bytes=_input_bytes(refs))
     with progress_bar("building graphs", n) as advance:
         workload, sources = build_workload(
             args.paths, workers=args.workers, dask_address=args.dask, on_done=advance
