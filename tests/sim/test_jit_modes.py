@@ -167,3 +167,38 @@ def test_kernel_module_list_is_the_registry() -> None:
         "lumos.report.metrics._walk_path",
     }
     assert _kernel.run in _jit.kernels()
+
+
+@pytest.mark.parametrize(
+    ("input_bytes", "now", "at_exit"),
+    [(1 << 20, 0, 1), (_jit.SMALL_INPUT_BYTES, 1, 0), (None, 1, 0)],
+)
+def test_warmer_waits_for_the_end_of_small_commands(
+    monkeypatch: pytest.MonkeyPatch, input_bytes: int | None, now: int, at_exit: int
+) -> None:
+    started: list[str] = []
+    registered: list[object] = []
+    monkeypatch.setattr(_jit, "_REQUESTED", False)
+    monkeypatch.setattr(_jit, "_start_warmer", lambda: started.append("now"))
+    monkeypatch.setattr(_jit.atexit, "register", registered.append)
+    monkeypatch.setenv("LUMOS_JIT_BACKGROUND", "1")
+    for k in _jit.kernels():
+        monkeypatch.setattr(k, "ready", lambda: False)
+    assert _jit.warm_in_background(input_bytes) is True
+    assert (len(started), len(registered)) == (now, at_exit)
+    assert _jit.warm_in_background(input_bytes) is False  # once per process
+
+
+def test_no_warmer_when_cached_or_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[str] = []
+    monkeypatch.setattr(_jit, "_start_warmer", lambda: started.append("now"))
+    monkeypatch.setattr(_jit, "_REQUESTED", False)
+    for k in _jit.kernels():
+        monkeypatch.setattr(k, "ready", lambda: True)
+    assert _jit.warm_in_background(None) is False
+    monkeypatch.setattr(_jit, "_REQUESTED", False)
+    monkeypatch.setenv("LUMOS_JIT_BACKGROUND", "0")
+    for k in _jit.kernels():
+        monkeypatch.setattr(k, "ready", lambda: False)
+    assert _jit.warm_in_background(None) is False
+    assert started == []
