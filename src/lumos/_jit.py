@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import subprocess
 import sys
 import time
 import types
@@ -49,7 +48,7 @@ __all__ = ["Kernel", "interpreted", "warm_in_background"]
 MODULES = ("lumos.ingest.kineto_split", "lumos.sim._kernel", "lumos.report.metrics")
 
 _REGISTRY: list[Kernel] = []
-_WARMER: subprocess.Popen[bytes] | None = None
+_WARMER: int | None = None  # pid
 
 
 def array(dtype: Any, writes: bool = False) -> Any:
@@ -231,19 +230,28 @@ def warm_in_background(input_bytes: int | None = None) -> bool:
 
 
 def _start_warmer() -> None:
+    """Spawn the warmer in its own session, detached (no Popen object that would warn at exit
+    about a child still running: it is meant to outlive the command)."""
     global _WARMER
-    _WARMER = subprocess.Popen(
-        [sys.executable, "-m", "lumos._jit", "--background"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    if not hasattr(os, "posix_spawn"):
+        return  # no detached spawn here: kernels compile on first use instead
+    quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    argv = [sys.executable, "-m", "lumos._jit", "--background"]
+    _WARMER = os.posix_spawn(sys.executable, argv, os.environ, file_actions=quiet, setsid=True)
+
+
+def _warmer_running() -> bool:
+    if _WARMER is None:
+        return False
+    try:
+        pid, _ = os.waitpid(_WARMER, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return pid == 0
 
 
 def _wait_for_warmer(kernel: Kernel) -> None:
-    warmer = _WARMER
-    while warmer is not None and warmer.poll() is None and not kernel.ready():
+    while _warmer_running() and not kernel.ready():
         time.sleep(0.05)
 
 
