@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+import numpy as np
 import pytest
 from tests.realdata import trace
 
@@ -61,3 +62,19 @@ def test_critical_path_arrows_cross_ranks():
             ends[e["id"]][e["ph"]] = e["pid"] // 1000 - 1
     assert any(v["s"] != v["f"] for v in ends.values())
     assert _nesting_errors(ev) == 0
+
+
+def test_microseconds_are_round_to_3_decimals_everywhere() -> None:
+    """The vectorized ``_us`` gives exactly ``round(ns / 1000, 3)`` (the old per-value form)
+    for durations, relative times, epoch times and the range in between."""
+    from lumos.report import perfetto, perfetto_structure
+
+    rng = np.random.default_rng(0)
+    parts = [rng.integers(-(10**12), 10**12, 20_000)]
+    for lo, hi in [(2**49, 2**51), (2**50, 1000 * 2**50), (1000 * 2**50 - 10**6, 2**62)]:
+        parts.append(rng.integers(lo, hi, 20_000))
+    parts.append(np.array([0, 1, -1, 999, 1000, 1001, 2**50 - 1, 2**50, 1000 * 2**50]))
+    ns = np.concatenate(parts).astype(np.int64)
+    expected = [round(v / 1000.0, 3) for v in ns.tolist()]
+    assert perfetto._us(ns) == expected
+    assert [perfetto_structure._us(v) for v in ns.tolist()] == expected

@@ -33,7 +33,7 @@ import numpy as np
 from lumos._io import atomic_write
 from lumos.graph.build_ranks import shared_clock_origin
 from lumos.graph.model import ExecGraph, ProcessorKind, TaskKind, Workload
-from lumos.report.perfetto_structure import structure_events
+from lumos.report.perfetto_structure import exact_us, structure_events
 from lumos.sim.result import SimResult
 
 __all__ = ["to_chrome_trace", "write_chrome_trace"]
@@ -44,8 +44,16 @@ _BLOCK = 1 << 16  # tasks formatted at a time
 
 def _us(ns: np.ndarray) -> list[float]:
     """Microseconds, 3 decimals (ns precision), as Python floats: ``round(ns / 1000, 3)`` per
-    value, as the structure spans have them (``np.round`` differs beyond 2**53 / 1000)."""
-    return [round(v / 1000.0, 3) for v in np.asarray(ns, dtype=np.int64).tolist()]
+    value, as the structure spans have them (``np.round`` differs beyond 2**53 / 1000).
+
+    That is ``ns / 1000`` itself where the rounding cannot change it (see
+    :func:`lumos.report.perfetto_structure.exact_us`): computed for the whole block at once,
+    with ``round`` only for the values in between (none for durations or epoch times)."""
+    v = np.asarray(ns, dtype=np.int64)
+    out = (v / 1000.0).tolist()
+    for i in np.flatnonzero(~exact_us(v)).tolist():
+        out[i] = round(int(v[i]) / 1000.0, 3)
+    return out
 
 
 def _tracks(result: SimResult, align_to_trace: bool) -> Iterator[tuple[int, Any]]:

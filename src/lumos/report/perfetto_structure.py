@@ -29,14 +29,29 @@ from lumos.graph.model import AnnotationKind, DepKind
 from lumos.report.metrics import critical_path
 from lumos.sim.result import SimResult
 
-__all__ = ["structure_events"]
+__all__ = ["exact_us", "structure_events"]
 
 #: Per graph: ``(track pid of each recorded pid, time shift in ns)`` as the task events use.
 Tracks = Sequence[tuple[dict[int, int], int]]
 
 
+#: Below this many ns, ``ns / 1000`` is within far less than 0.0005 of the exact decimal
+#: (ulp < 2**-10), so rounding it to 3 decimals gives it back; from ``1000 * 2**50`` ns on its
+#: float has at most 2 decimals (ulp >= 0.25), so rounding gives it back too.
+_EXACT_BELOW_NS = 1 << 50
+_EXACT_FROM_NS = 1000 << 50
+
+
+def exact_us(ns: Any) -> Any:
+    """Where ``round(ns / 1000, 3) == ns / 1000`` is certain (scalar or array of int64 ns)."""
+    a = np.abs(ns)
+    return (a < _EXACT_BELOW_NS) | (a >= _EXACT_FROM_NS)
+
+
 def _us(ns: int) -> float:
-    return round(ns / 1000.0, 3)
+    a = abs(ns)
+    exact = a < _EXACT_BELOW_NS or a >= _EXACT_FROM_NS
+    return ns / 1000.0 if exact else round(ns / 1000.0, 3)
 
 
 def structure_events(result: SimResult, tracks: Tracks) -> list[dict[str, Any]]:
