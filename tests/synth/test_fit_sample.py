@@ -127,6 +127,11 @@ def test_bad_requests_and_files(demo_model: dict[str, Any], tmp_path: Path) -> N
     old.write_text(json.dumps({**demo_model, "version": 0}))
     with pytest.raises(InputError, match="version 0"):
         read_model(old)
+    flat = json.loads(json.dumps(demo_model))  # an earlier layout: one skeleton per class
+    flat["members"][0]["skeletons"] = [c[0] for c in flat["members"][0]["skeletons"]]
+    (tmp_path / "flat.json").write_text(json.dumps(flat))
+    with pytest.raises(InputError, match=r"flat\.json.*list of step variants"):
+        read_model(tmp_path / "flat.json")
     good = write_model(demo_model, tmp_path / "m.json")
     assert read_model(good) == json.loads(json.dumps(demo_model))
 

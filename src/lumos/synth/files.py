@@ -57,7 +57,35 @@ def read_model(path: str | os.PathLike[str]) -> dict[str, Any]:
     missing = [k for k in _NEEDED if k not in model]
     if missing or not model["members"]:
         raise InputError(where, f"the model lacks {', '.join(missing) or 'members'}")
+    problem = _shape_problem(model)
+    if problem:
+        raise InputError(where, f"not a valid version {MODEL_VERSION} model: {problem}")
     return model
+
+
+def _shape_problem(model: Mapping[str, Any]) -> str | None:
+    """What is malformed in a model's layout (None when nothing): the parts sampling indexes."""
+    from lumos.synth.sketch import POINTS
+
+    for name in ("durations", "delays", "waits"):
+        t = model[name]
+        if not isinstance(t, dict) or not {"key", "count", "points"} <= set(t):
+            return f"{name} is not a sketch table"
+        if any(len(p) != 2 * POINTS - 1 for p in t["points"]):
+            return f"{name} holds sketches of another length than {2 * POINTS - 1}"
+    for i, m in enumerate(model["members"]):
+        if not isinstance(m, dict) or not {"config", "ranks", "rank_class", "skeletons",
+                                           "world_size", "groups"} <= set(m):  # fmt: skip
+            return f"member {i} lacks config, ranks, rank classes or skeletons"
+        classes = m["skeletons"]
+        if not all(isinstance(c, list) and c and all(isinstance(v, dict) for v in c)
+                   for c in classes):  # fmt: skip
+            return f"member {i}: each rank class must be a list of step variants"
+        if len(m["rank_class"]) != len(m["ranks"]) or any(
+            not 0 <= k < len(classes) for k in m["rank_class"]
+        ):
+            return f"member {i}: rank classes do not match its skeletons"
+    return None
 
 
 #: Samples up to this many tasks (all ranks) are simulated together before writing, so that
