@@ -1,6 +1,7 @@
-"""One model from two configurations of the bundled workload, sampled at a third that was never
-fitted (8 layers at hidden 256), against the step measured for it in the same job as one of the
-fitted ones (``tests/data/synth_configs``: the way the what-if pairs measure)."""
+"""Configurations never fitted, against steps measured in the same job as a fitted one
+(``tests/data/synth_configs``: the way the what-if pairs measure): one model from two
+configurations of the bundled workload sampled at a third (8 layers at hidden 256: a
+slow-down), and a model of the 8-layer run sampled at 4 layers (a speed-up)."""
 
 from __future__ import annotations
 
@@ -59,4 +60,15 @@ def test_an_unseen_configuration_lands_near_its_measured_step(model: dict[str, A
     got = _median_step_ms(model, {"hidden": 256, "layers": 8})
     unchanged = MEASURED["h256_l4"]["median_ms"]
     assert abs(unchanged / measured - 1) > 0.4  # a real change: "unchanged" is far off
+    assert abs(got / measured - 1) <= 0.15, (got, measured)
+
+
+def test_a_smaller_configuration_lands_near_its_measured_step() -> None:
+    """The speed-up: a model of the 8-layer run alone (the same job's other side), sampled at 4
+    layers (dropped layer blocks, smaller gradient all-reduces), against the 4-layer step
+    measured in that job."""
+    model = fit_model([str(DATA / "h256_l8")], workers=1)
+    measured = MEASURED["h256_l4"]["median_ms"]
+    got = _median_step_ms(model, {"layers": 4})
+    assert abs(MEASURED["h256_l8"]["median_ms"] / measured - 1) > 0.4
     assert abs(got / measured - 1) <= 0.15, (got, measured)

@@ -68,7 +68,7 @@ class Skeleton:
     comm_kind: NDArray[np.int8]
     comm_size: NDArray[np.int64]
     comm_pg: NDArray[np.int32]
-    comm_seq: NDArray[np.int64]  # relative to the step's first per group; -1 unknown
+    comm_seq: NDArray[np.int64]  # relative to the step's first per group (recorded order if none)
     comm_peer: NDArray[np.int32]  # peer - rank; 0 = none (a rank never sends to itself)
     comm_tag: NDArray[np.int64]
     #: Bin sets, one row per source step of this structure: where each task's duration, edge's
@@ -212,6 +212,13 @@ def extract_step(
         m = (c.pg_idx[rows] == pg) & (seq >= 0)
         if m.any():
             seq[m] -= seq[m].min()
+        # unnumbered collectives pair up across ranks by recorded start within their group
+        # (lumos.graph.algorithms.match_collectives); a sample has no recording to order
+        # them by (its collectives sit on several threads), so they get that order as numbers
+        free = np.flatnonzero((c.pg_idx[rows] == pg) & (seq < 0))
+        if len(free) and not m.any():
+            by_start = free[np.lexsort((comm_tasks[free], t.ts_ns[comm_tasks[free]]))]
+            seq[by_start] = np.arange(len(free))
     peer = np.where(c.peer_rank[rows] >= 0, c.peer_rank[rows] - g.rank, 0)
     a = g.annotations
     srows = np.flatnonzero((a.kind == int(AnnotationKind.STEP)) & (a.first_task_idx >= 0))
