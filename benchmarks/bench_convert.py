@@ -20,25 +20,16 @@ import argparse
 import resource
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 from _realdata import REPLAY_TRACES, TRACES, trace_or_exit
+from _timing import best_of
 
 LARGEST = "v100_stream_wait_event"
 # phenomenon names of tests/realdata.py: the replay traces with GPU work
 TABLE = list(REPLAY_TRACES[:9])
-
-
-def _best(fn, repeat: int) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def throughput(repeat: int) -> None:
@@ -56,12 +47,12 @@ def throughput(repeat: int) -> None:
     to_chakra(graph)  # compile
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.0.et"
-        t_map, ct = _best(lambda: to_chakra(graph), repeat)
-        t_write, _ = _best(lambda: write_chakra(ct, out), repeat)
-        t_read, back = _best(lambda: from_chakra(read_chakra(out)), repeat)
+        t_map, ct = best_of(lambda: to_chakra(graph), repeat)
+        t_write, _ = best_of(lambda: write_chakra(ct, out), repeat)
+        t_read, back = best_of(lambda: from_chakra(read_chakra(out)), repeat)
         ref = expand_paths([largest])[0]
         job = RankJob(0, ref, None, str(out))
-        t_all, _ = _best(lambda: convert_rank(job), repeat)
+        t_all, _ = best_of(lambda: convert_rank(job), repeat)
         size = out.stat().st_size
     print(f"trace: {TRACES[LARGEST]}: {n_ev} events, {graph.num_tasks} tasks, "
           f"{graph.num_edges} edges, {size / 1e6:.1f} MB .et")  # fmt: skip

@@ -12,21 +12,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import time
 import tracemalloc
 from pathlib import Path
 
 from _realdata import trace_or_exit
+from _timing import best_of
 from lumos.ingest.kineto import read_kineto, trace_from_bytes
-
-
-def best_of(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
@@ -38,9 +29,9 @@ def main() -> None:
         raw = path.read_bytes()
         payload = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
         mb = len(payload) / 1e6
-        t_read = best_of(lambda p=path: read_kineto(p), args.repeat)
-        t_mem = best_of(lambda b=payload: trace_from_bytes(b, "bench"), args.repeat)
-        t_json = best_of(lambda b=payload: json.loads(b), max(1, args.repeat // 2))
+        t_read = best_of(lambda p=path: read_kineto(p), args.repeat)[0]
+        t_mem = best_of(lambda b=payload: trace_from_bytes(b, "bench"), args.repeat)[0]
+        t_json = best_of(lambda b=payload: json.loads(b), max(1, args.repeat // 2))[0]
         tracemalloc.start()
         trace = read_kineto(path)
         _, peak = tracemalloc.get_traced_memory()

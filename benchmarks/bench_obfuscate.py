@@ -12,25 +12,15 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import time
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from _realdata import trace_or_exit
+from _timing import best_of
 from lumos.synth.leaks import find_leak, secrets_of
 from lumos.synth.obfuscate_kineto import kineto_strings, obfuscate_kineto
 from lumos.synth.obfuscate_names import Namer
-
-
-def best_of(fn: Any, repeat: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def bench_file(path: Path, repeat: int) -> None:

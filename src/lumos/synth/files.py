@@ -24,7 +24,7 @@ from typing import Any
 from lumos._io import atomic_write
 from lumos.errors import InputError
 from lumos.synth.fit import MODEL_FORMAT, MODEL_VERSION
-from lumos.synth.sample import Plan, sample_rank, sample_workload, structure
+from lumos.synth.sample import Plan, sample_rank, sample_workload, structure, structures
 
 __all__ = ["read_model", "write_model", "write_sample"]
 
@@ -93,11 +93,6 @@ def _shape_problem(model: Mapping[str, Any]) -> str | None:
 STAMP_LIMIT_TASKS = 4_000_000
 
 
-def _tasks(plan: Plan) -> int:
-    shapes = {c: structure(plan, c).num_tasks for c in {plan.class_of(r) for r in plan.ranks}}
-    return sum(shapes[plan.class_of(r)] for r in plan.ranks)
-
-
 def _write_ranks(job: tuple[Plan, list[int], str]) -> list[tuple[int, str, int]]:
     from lumos.chakra.io import write_chakra
     from lumos.chakra.mapping import to_chakra
@@ -132,18 +127,19 @@ def write_sample(
     prefix = str(prefix)
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     m = plan.model["members"][plan.member]
+    shapes = structures(plan)  # once: they size the sample and serve the in-memory paths
     if target == "astra-sim":
         from lumos.convert_astra import write_astra
 
-        rep = write_astra(sample_workload(plan, timestamps=False), prefix)
+        rep = write_astra(sample_workload(plan, timestamps=False, shapes=shapes), prefix)
         files = [(r.rank, r.output, r.nodes) for r in rep.ranks]
         extra: dict[str, Any] = {"network": rep.network, "configs": list(rep.configs)}
-    elif _tasks(plan) <= STAMP_LIMIT_TASKS:
+    elif sum(shapes[plan.class_of(r)].num_tasks for r in plan.ranks) <= STAMP_LIMIT_TASKS:
         from lumos.chakra.io import write_chakra
         from lumos.chakra.mapping import to_chakra
 
         files = []
-        for i, g in enumerate(sample_workload(plan).graphs):
+        for i, g in enumerate(sample_workload(plan, shapes=shapes).graphs):
             trace = to_chakra(g)
             write_chakra(trace, f"{prefix}.{g.rank}.et")
             files.append((g.rank, f"{prefix}.{g.rank}.et", trace.num_nodes))

@@ -46,7 +46,8 @@ from lumos.synth.fit import KIND_SHIFT
 from lumos.synth.sketch import POINTS, draw
 from lumos.synth.structure import class_structure
 
-__all__ = ["Plan", "plan_sample", "sample_rank", "sample_workload", "stamp", "structure"]
+__all__ = ["Plan", "plan_sample", "sample_rank", "sample_workload", "stamp", "structure",
+           "structures"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -306,15 +307,17 @@ def _as_recorded(
     return t.replace(ts_ns=ts, dur_ns=dur), g.comms.replace(wait_ns=wait)
 
 
-def sample_workload(plan: Plan, *, timestamps: bool = True) -> Workload:
+def structures(plan: Plan) -> dict[int, ExecGraph]:
+    """The structure of every rank class ``plan`` draws ranks from (see :func:`structure`)."""
+    return {c: structure(plan, c) for c in sorted({plan.class_of(r) for r in plan.ranks})}
+
+
+def sample_workload(
+    plan: Plan, *, timestamps: bool = True, shapes: Mapping[int, ExecGraph] | None = None
+) -> Workload:
     """Every rank of ``plan`` in memory, stamped with its own simulated times unless
-    ``timestamps`` is false (see :mod:`lumos.synth.write` to stream many ranks to files)."""
-    shapes: dict[int, ExecGraph] = {}
-    graphs = []
-    for r in plan.ranks:
-        cls = plan.class_of(r)
-        if cls not in shapes:
-            shapes[cls] = structure(plan, cls)
-        graphs.append(sample_rank(plan, r, shapes[cls]))
-    w = Workload(tuple(graphs))
+    ``timestamps`` is false (see :mod:`lumos.synth.files` to stream many ranks to files);
+    ``shapes`` may pass :func:`structures` in when the caller has them."""
+    shapes = structures(plan) if shapes is None else shapes
+    w = Workload(tuple(sample_rank(plan, r, shapes[plan.class_of(r)]) for r in plan.ranks))
     return stamp(w) if timestamps else w

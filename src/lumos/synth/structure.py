@@ -47,11 +47,10 @@ SEQ_STEP = 1 << 24
 
 def sym_names(skeletons: Sequence[Skeleton], classes: Sequence[str]) -> dict[int, str]:
     """``symbol -> "<class>#<symbol>"`` for every symbol of ``skeletons``."""
-    out: dict[int, str] = {}
-    for sk in skeletons:
-        for s, c in zip(sk.sym.tolist(), sk.cls.tolist(), strict=True):
-            out.setdefault(int(s), f"{classes[int(c)]}#{int(s)}")
-    return out
+    sym = np.concatenate([sk.sym for sk in skeletons])
+    cls = np.concatenate([sk.cls for sk in skeletons])
+    uniq, first = np.unique(sym, return_index=True)
+    return {int(s): f"{classes[int(c)]}#{int(s)}" for s, c in zip(uniq, cls[first], strict=True)}
 
 
 def step_graph(skel: Skeleton, names: Mapping[int, str], bin_set: int = 0) -> ExecGraph:
