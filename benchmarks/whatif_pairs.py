@@ -153,7 +153,7 @@ def estimate(entry: dict[str, Any], src: str, dst: str, out: Path, hints: bool) 
         row.update(estimated_ms=None, error=None, unavailable=why)
         return row
     rows = json.loads((est_dir / "estimate.json").read_text())["rows"]
-    est_ms = rows[-1]["step_ns"] / 1e6
+    est_ms = rows[-1]["median_step_ns"] / 1e6
     row.update(estimated_ms=round(est_ms, 3), error=(est_ms - target) / target)
     return row
 

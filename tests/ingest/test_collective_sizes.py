@@ -7,6 +7,8 @@ expected number below is the arithmetic on the trace's own args, written out.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from tests.realdata import trace
 
@@ -126,3 +128,15 @@ def test_gloo_sizes_from_input_dims():
 )
 def test_size_convention_table(kind, in_b, out_b, group, expected):
     assert collective_size_bytes(kind, in_b, out_b, group) == expected
+
+
+def test_gloo_tensor_list_call_takes_the_worker_spans_type():
+    # torch 2.13 DDP over gloo: c10d::allreduce_ has Input Dims [[[N]]] typed "TensorList" (a
+    # count without an element type); its gloo:all_reduce span on the worker thread has [[N]]
+    # "float". The bucket is N x 4 bytes (was unknown).
+    here = Path(__file__).parent.parent / "data" / "whatif_pairs" / "ddp_layers_x2"
+    t = read_kineto(here / "rank0.kineto.json.gz")
+    sizes = _rows(t, "all_reduce")
+    assert len(sizes) == 12
+    assert {r[2] for r in sizes} == {544768, 1055232, 1056768, 1057280}
+    assert set(t.collectives.dtype) == {"float"}

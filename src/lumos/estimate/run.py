@@ -7,6 +7,8 @@ field         meaning
 ============  ===================================================================
 ``config``    the scenario's keys (``{}`` for the baseline) and ``label``
 ``step_ns``   predicted step time of the job: per step the slowest rank, averaged
+``median_step_ns`` the same, the median over steps (what a measured median compares with:
+              one slow step in the source moves the mean, not the median)
 ``ranks``     per rank: ``rank``, ``step_ns`` (its own steps, averaged)
 ``breakdown`` the four-way breakdown of the slowest rank over its steps
 ``model``     ``traced`` (durations as recorded) or the communication model used
@@ -61,11 +63,13 @@ class EstimateRow:
     model: str
     measured_step_ns: int | None = None
     edits: tuple[dict[str, object], ...] = ()
+    median_step_ns: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "config": {**self.scenario.to_dict(), "label": self.scenario.label},
             "step_ns": self.step_ns,
+            "median_step_ns": self.median_step_ns,
             "ranks": [{"rank": r, "step_ns": s} for r, s in self.rank_step_ns],
             "breakdown": self.breakdown,
             "model": self.model,
@@ -128,6 +132,7 @@ def _row(
     return EstimateRow(
         scenario=s,
         step_ns=_mean_ns(job),
+        median_step_ns=round(float(np.median(job))),
         rank_step_ns=tuple(
             (sm["rank"], _mean_ns(p)) for sm, p in zip(summaries, predicted, strict=True)
         ),

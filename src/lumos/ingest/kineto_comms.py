@@ -303,6 +303,12 @@ def _absorb(row: _Row, name: str, a: EventMeta) -> None:
     in_pos = 1 if out_first else 0
     if row.dims_in < 0:
         row.dims_in, row.dims_in_type = _dims_at(a, in_pos)
+    elif not dtype_size_bytes(row.dims_in_type):
+        # a c10d call's "TensorList" has the count, not the element type: an inner span of
+        # the same count (gloo's worker span says "float") names it
+        n, t = _dims_at(a, in_pos)
+        if n == row.dims_in and dtype_size_bytes(t):
+            row.dims_in_type = t
     if out_first and row.dims_out < 0:
         row.dims_out, row.dims_out_type = _dims_at(a, 0)
     gs = _as_int(a.group_size)
