@@ -40,10 +40,10 @@ from lumos.estimate.layers import COMM_PATTERN, Group, marked
 from lumos.graph.kinds import DepKind, ProcessorKind, TaskKind
 from lumos.graph.model import Annotations, Comms, Edges, ExecGraph, Tasks, Waits
 
-__all__ = ["ResizeStats", "block_contents", "reorder_blocks", "resize_groups"]
+__all__ = ["INTRA_KINDS", "ResizeStats", "block_contents", "resize_groups", "tasks_in_order"]
 
 SEQ_STRIDE = 1024
-_INTRA = (int(DepKind.INTRA_THREAD), int(DepKind.INTRA_STREAM))
+INTRA_KINDS = (int(DepKind.INTRA_THREAD), int(DepKind.INTRA_STREAM))
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ def resize_groups(
     for s, d, kind, delay in zip(
         e.src.tolist(), e.dst.tolist(), e.kind.tolist(), e.delay_ns.tolist(), strict=True
     ):
-        if kind in _INTRA:
+        if kind in INTRA_KINDS:
             continue
         gs, gd = int(grp[s]), int(grp[d])
         pairs: list[tuple[int, int]] = []
@@ -214,7 +214,7 @@ def resize_groups(
             new_kind.append(kind)
             new_delay.append(delay)
 
-    tasks, intra = _tasks_and_order(g, src, e)
+    tasks, intra = tasks_in_order(g, src, e)
     new_src += intra[0]
     new_dst += intra[1]
     new_kind += intra[2]
@@ -265,14 +265,14 @@ def _layer(group: Group, b: int, count: int) -> int:
     return count - 1 - b if group.backward else b
 
 
-def _tasks_and_order(
+def tasks_in_order(
     g: ExecGraph, src: NDArray[np.int64], e: Edges
 ) -> tuple[Tasks, tuple[list[int], list[int], list[int], list[int]]]:
     """The new task table (program order as emitted) and regenerated intra-processor edges."""
     t = g.tasks
     proc = t.processor_idx[src]
     # the overhead before each old task, and whether it had an intra-processor edge at all
-    intra = np.isin(e.kind, np.array(_INTRA, dtype=np.int8))
+    intra = np.isin(e.kind, np.array(INTRA_KINDS, dtype=np.int8))
     has_in = np.zeros(g.num_tasks, dtype=bool)
     delay_in = np.zeros(g.num_tasks, dtype=np.int64)
     has_in[e.dst[intra]] = True
@@ -375,62 +375,4 @@ def _waits(
     return out.replace(
         task_idx=np.asarray(task, dtype=np.int32),
         record_task_idx=np.asarray(record, dtype=np.int32),
-    )
-
-
-def reorder_blocks(
-    g: ExecGraph, blocks: Sequence[NDArray[np.int64]], order: Sequence[int]
-) -> ExecGraph:
-    """``g`` with ``blocks`` (task sets, none shared) run in ``order`` (a permutation of their
-    indices): on each processor, from where the first of them began; tasks between them follow
-    after. Dependencies keep their tasks; program-order edges are regenerated, each task
-    keeping the overhead before it."""
-    if sorted(order) != list(range(len(blocks))):
-        raise ConfigError("reorder_blocks: order must be a permutation of the blocks")
-    indptr, perm = g.processor_order()
-    block_of = np.full(g.num_tasks, -1, dtype=np.int64)
-    for b, members in enumerate(blocks):
-        block_of[members] = b
-    src: list[int] = []
-    proc = g.tasks.processor_idx
-    for p in range(len(g.processors)):
-        emitted = False
-        for t_ in perm[indptr[p] : indptr[p + 1]].tolist():
-            if block_of[t_] < 0:
-                src.append(t_)
-            elif not emitted:
-                emitted = True
-                for b in order:
-                    members = blocks[b][proc[blocks[b]] == p]
-                    src += members[np.argsort(g.tasks.order[members], kind="stable")].tolist()
-    new_of = np.empty(g.num_tasks, dtype=np.int64)
-    new_of[np.asarray(src, dtype=np.int64)] = np.arange(len(src))
-    e = g.edges
-    keep = ~np.isin(e.kind, np.array(_INTRA, dtype=np.int8))
-    tasks, intra = _tasks_and_order(g, np.asarray(src, dtype=np.int64), e)
-    tasks = tasks.replace(comm_idx=g.tasks.comm_idx[np.asarray(src, dtype=np.int64)])
-    a = g.annotations
-    f, la = a.first_task_idx, a.last_task_idx
-    nf = np.where(f >= 0, new_of[np.maximum(f, 0)], -1)
-    nl = np.where(la >= 0, new_of[np.maximum(la, 0)], -1)
-    ok = (f < 0) | (nf <= nl)
-    w = g.waits
-    return g.replace(
-        tasks=tasks,
-        edges=Edges.create(
-            src=np.concatenate([new_of[e.src[keep]], intra[0]]).astype(np.int32),
-            dst=np.concatenate([new_of[e.dst[keep]], intra[1]]).astype(np.int32),
-            kind=np.concatenate([e.kind[keep], np.asarray(intra[2], dtype=np.int8)]),
-            delay_ns=np.concatenate([e.delay_ns[keep], np.asarray(intra[3], dtype=np.int64)]),
-        ),
-        annotations=a.take(np.flatnonzero(ok)).replace(
-            first_task_idx=nf[ok].astype(np.int32), last_task_idx=nl[ok].astype(np.int32)
-        ),
-        waits=w.replace(
-            task_idx=new_of[w.task_idx].astype(np.int32),
-            record_task_idx=np.where(
-                w.record_task_idx >= 0, new_of[np.maximum(w.record_task_idx, 0)], -1
-            ).astype(np.int32),
-        ),
-        task_dims_idx=None if g.task_dims_idx is None else g.task_dims_idx[np.asarray(src)],
     )

@@ -4,7 +4,8 @@ A pipeline stage's step is a forward block and a backward block per micro-batch 
 :mod:`lumos.estimate.layers`, one send or receive each). :func:`reschedule` puts each rank's
 blocks in the order :func:`~lumos.estimate.schedule.pipeline_schedule` gives its stage (``gpipe``
 or ``1f1b``): the ops, their costs and their dependencies stay, the order on the thread changes,
-and the simulation finds the new waits for the neighbours' sends. Stages are numbered along the
+and the simulation finds the new waits for the neighbours' sends. A ``1f1b`` order sends and
+receives at the same points the way Megatron does, batched (``batch_isend_irecv``). Stages are numbered along the
 forward sends: the rank whose forward receives nothing is stage 0.
 """
 
@@ -13,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from lumos.errors import ConfigError
-from lumos.estimate.blocks import block_contents, reorder_blocks
+from lumos.estimate.blocks import block_contents
 from lumos.estimate.layers import LayerMap, find_layers
+from lumos.estimate.reorder import batch_sends, reorder_blocks
 from lumos.estimate.schedule import pipeline_schedule
 from lumos.graph.kinds import CommType
 from lumos.graph.model import ExecGraph, Workload
@@ -65,15 +67,20 @@ def pipeline_stages(workload: Workload, maps: list[LayerMap]) -> dict[int, int]:
     return stage
 
 
-def reschedule(workload: Workload, kind: str) -> Workload:
-    """Every rank's micro-batch blocks in the order of schedule ``kind`` (see the module)."""
+def reschedule(workload: Workload, kind: str) -> tuple[Workload, int]:
+    """Every rank's micro-batch blocks in the order of schedule ``kind`` (see the module), and
+    how many sends were batched with the receive after them (``1f1b`` only: see
+    :func:`~lumos.estimate.reorder.batch_sends`)."""
     if kind not in SCHEDULES:
         raise ConfigError(f"schedule={kind}: known schedules are {', '.join(SCHEDULES)}")
     maps = [find_layers(g) for g in workload.graphs]
     stage = pipeline_stages(workload, maps)
     out = []
+    batched = 0
     for g, lm in zip(workload.graphs, maps, strict=True):
         mb = lm.microbatch_groups()
+        # a send of a step's last block is never batched with the next step's first receive
+        eligible = np.ones(g.num_tasks, dtype=bool)
         for step in sorted({x.step for x in mb}):
             groups = [x for x in mb if x.step == step]
             fwd = [x for x in groups if x.phase == "forward"]
@@ -85,8 +92,14 @@ def reschedule(workload: Workload, kind: str) -> Workload:
             f_blocks, b_blocks = block_contents(g, [fwd[0], bwd[0]])
             slots = pipeline_schedule(len(stage), m, kind)[stage[g.rank]]
             order = [s.microbatch if s.phase == "F" else m + s.microbatch for s in slots]
-            g = reorder_blocks(g, [*f_blocks, *b_blocks], order)
-            lm = find_layers(g)
-            mb = lm.microbatch_groups()
+            eligible[[*f_blocks, *b_blocks][order[-1]]] = False
+            g, new_of = reorder_blocks(g, [*f_blocks, *b_blocks], order)
+            moved = np.empty_like(eligible)
+            moved[new_of] = eligible
+            eligible = moved
+            mb = find_layers(g).microbatch_groups()
+        if kind == "1f1b":
+            g, n = batch_sends(g, eligible)
+            batched += n
         out.append(g)
-    return workload.replace_graphs(out)
+    return workload.replace_graphs(out), batched

@@ -147,9 +147,12 @@ def reshape_workload(
         edits.append(e)
     out = workload.replace_graphs(graphs)
     if schedule is not None:
-        out = reschedule(out, schedule)
+        out, batched = reschedule(out, schedule)
+        detail = "the traced ops and dependencies, in the schedule's order"
+        if batched:
+            detail += f"; {batched} sends issued together with the receive after them"
         edits.append(Edit(name=f"schedule {schedule}", model="micro-batch blocks re-ordered",
-                          detail="the traced ops and dependencies, in the schedule's order"))  # fmt: skip
+                          detail=detail))  # fmt: skip
     return out, edits
 
 

@@ -181,10 +181,10 @@ def estimate(
             if s.schedule is None:
                 raise
             raise SimulationError(
-                f"{s.label}: the re-ordered pipeline cannot run with the trace's blocking sends "
-                "and receives (a stage would send while its neighbour sends too); a real "
-                f"{s.schedule} run pairs them (batch_isend_irecv), which lumos does not model "
-                f"yet. ({exc})"
+                f"{s.label}: the re-ordered pipeline deadlocks: a stage waits for a send or "
+                "receive its neighbour never reaches (lumos issues a send together with the "
+                "receive right after it, as batch_isend_irecv does, in 1f1b orders only). "
+                f"({exc})"
             ) from None
     return Estimate(tuple(rows), baseline=None if base is None else base.to_dict())
 

@@ -190,8 +190,10 @@ class Processors(_Table):
     @classmethod
     def concat(cls, parts: Iterable[Processors]) -> Processors:
         parts = list(parts)
-        out = super().concat(parts)
-        return dataclasses.replace(out, label=tuple(lb for p in parts for lb in p.label))
+        if not parts:
+            return cls.empty()
+        cols = {k: np.concatenate([getattr(p, k) for p in parts]) for k in cls._COLUMNS}
+        return cls(**cols, label=tuple(lb for p in parts for lb in p.label))
 
 
 @dataclass(frozen=True, eq=False)
