@@ -1,7 +1,7 @@
 """Measured ground truth for what-if estimates: pairs of configurations run in one job.
 
     .venv/bin/python benchmarks/whatif_pairs.py [-o /work/pairs] [--only NAME ...] [--steps 6]
-        [--estimate] [--baseline-hints] [--list]
+        [--arch gpt|llama] [--estimate] [--baseline-hints] [--list]
 
 For each pair of the table (:data:`PAIRS`), runs ONE torchrun job of 2 ranks on CPU (gloo,
 ``OMP_NUM_THREADS=1``, one intra-op thread per rank) of the bundled GPT workload with
@@ -75,14 +75,17 @@ def _flags(d: dict[str, int]) -> list[str]:
     return [x for k, v in sorted(d.items()) for x in (f"--{k.replace('_', '-')}", str(v))]
 
 
-def run_pair(pair: Pair, out: Path, steps: int, timeout_s: float) -> dict[str, Any]:
+def run_pair(
+    pair: Pair, out: Path, steps: int, timeout_s: float, arch: str = "gpt"
+) -> dict[str, Any]:
     """Run, split and measure one pair; returns its ``pairs.json`` entry."""
     root = out / pair.name
     if root.exists():
         shutil.rmtree(root)
     run_dir = root / "run"
     change = ",".join(f"{k}={v}" for k, v in sorted(pair.change.items()))
-    args = ["--mode", pair.mode, "--threads", "1", *_flags(pair.base), "--alternate", change]
+    args = ["--mode", pair.mode, "--arch", arch, "--threads", "1", *_flags(pair.base),
+            "--alternate", change]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1")
     cfg = CollectConfig(run_dir=run_dir, steps=2 * steps, warmup=WARMUP, wait=WAIT)
     t0 = time.perf_counter()
@@ -95,7 +98,7 @@ def run_pair(pair: Pair, out: Path, steps: int, timeout_s: float) -> dict[str, A
     job_s = time.perf_counter() - t0
     dirs = {label: root / label for label in "AB"}
     manifests = split_run(run_dir, dirs)
-    entry: dict[str, Any] = {"name": pair.name, "mode": pair.mode, "change": pair.change,
+    entry: dict[str, Any] = {"name": pair.name, "mode": pair.mode, "change": pair.change, "arch": arch,
                              "job_s": round(job_s, 1), "source_run": str(run_dir)}  # fmt: skip
     for label, d in dirs.items():
         per_step = measured_steps_ms(d)
@@ -169,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--out", type=Path, default=Path("/work/pairs"))
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these pairs")
     p.add_argument("--steps", type=int, default=6, help="recorded steps per configuration")
+    p.add_argument("--arch", choices=("gpt", "llama"), default="gpt",
+                   help="model family of the bundled workload (llama: an unseen-model check)")  # fmt: skip
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per job")
     p.add_argument("--estimate", action="store_true", help="run lumos estimate both ways")
     p.add_argument("--no-run", action="store_true",
@@ -191,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_run:
         for q in chosen:
             print(f"{q.name}: running ...", flush=True)
-            entry = run_pair(q, args.out, args.steps, args.timeout)
+            entry = run_pair(q, args.out, args.steps, args.timeout, args.arch)
             doc["pairs"] = [e for e in doc["pairs"] if e["name"] != q.name] + [entry]
             doc.update(machine={"cpus": os.cpu_count(), "load_avg": os.getloadavg()},
                        steps_per_config=args.steps)  # fmt: skip

@@ -44,7 +44,7 @@ from lumos.estimate.shapes import (
     retime,
     retime_spans,
 )
-from lumos.graph.kinds import AnnotationKind, CommType
+from lumos.graph.kinds import AnnotationKind, CommType, DepKind
 from lumos.graph.model import ExecGraph, Workload
 
 __all__ = ["MODEL_KEYS", "Edit", "forward_params", "reshape_workload", "resize_comms"]
@@ -110,6 +110,12 @@ def reshape_workload(
         edits.append(replace(e, name=f"layers {old} -> {new}"))
         maps = [find_layers(g) for g in graphs]
         param_ratio = _param_ratio(workload, base, new / old, None)
+        graphs, n_opt = scale_optimizer(graphs, maps, param_ratio)
+        if n_opt:
+            edits.append(Edit(name="optimizer re-timed", tasks_retimed=n_opt,
+                              model="time in proportion to the parameters it updates",
+                              detail=f"multi-tensor optimizer (no per-layer updates to copy): "
+                                     f"parameters x{param_ratio:.3f}"))  # fmt: skip
     shape_changes = {k: v for k, v in changes.items() if k in _SHAPE_KEYS}
     act_ratio = 1.0
     if any(base.values.get(k) != v for k, v in shape_changes.items()):
@@ -171,7 +177,10 @@ def _new_dims(old: Dims, ch: Mapping[str, int]) -> Dims:
 def _resize(graphs, maps, level, new_count):
     out, added, removed = [], 0, 0
     for g, lm in zip(graphs, maps, strict=True):
-        groups = [x for x in lm.groups if x.level == level]
+        # an optimizer repeat of another count is not per-layer work (a multi-tensor optimizer
+        # repeats per parameter group or per op): :func:`scale_optimizer` takes it
+        groups = [x for x in lm.groups if x.level == level
+                  and (x.phase != "optimizer" or level != "layer" or x.count == lm.num_layers)]  # fmt: skip
         g2, st = resize_groups(g, groups, [new_count(x.count) for x in groups])
         out.append(g2)
         added += st.tasks_added
@@ -279,6 +288,33 @@ def resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
     return out, Edit(name="communication re-sized", tasks_retimed=n,
                      model="transfer = a + c x bytes fitted per collective kind on the trace",
                      detail=f"gradient bytes x{param_ratio:.3f}, activations x{act_ratio:.3f}")  # fmt: skip
+
+
+def scale_optimizer(graphs: list[ExecGraph], maps, ratio: float) -> tuple[list[ExecGraph], int]:
+    """``graphs`` with the optimizer work of ranks whose optimizer has no per-layer blocks (a
+    multi-tensor or fused optimizer updates every parameter from one op, ``_foreach_*``)
+    re-timed by ``ratio``, the new over old parameter count: its ops outside the layer blocks,
+    the overhead between them and the kernels they launch. Ranks with per-layer optimizer
+    blocks (copied with the layers) are kept. Returns the graphs and how many tasks changed."""
+    out, n = [], 0
+    for g, lm in zip(graphs, maps, strict=True):
+        per_layer = any(x.phase == "optimizer" and x.count == lm.num_layers
+                        for x in lm.layer_groups())  # fmt: skip
+        if per_layer or ratio == 1.0 or lm.num_layers < 1:
+            out.append(g)
+            continue
+        indptr, perm = g.processor_order()
+        opt = marked(g, OPTIMIZER_PATTERN, indptr, perm) & (lm.task_layer(g.num_tasks) < 0)
+        e = g.edges
+        launched = e.dst[(e.kind == int(DepKind.LAUNCH)) & opt[e.src]]
+        opt[launched] = True
+        dur = g.tasks.dur_ns.copy()
+        dur[opt] = np.rint(dur[opt] * ratio).astype(np.int64)
+        inner = (e.kind == int(DepKind.INTRA_THREAD)) & opt[e.src] & opt[e.dst]
+        delay = np.where(inner, np.rint(e.delay_ns * ratio).astype(np.int64), e.delay_ns)
+        out.append(g.with_durations(dur).replace(edges=e.replace(delay_ns=delay)))
+        n += int(opt.sum())
+    return out, n
 
 
 def _comm_line(size, transfer):

@@ -73,6 +73,7 @@ class GPTConfig:
     heads: int = 4
     layers: int = 4
     ffn_mult: int = 4
+    arch: str = "gpt"
 
     def __post_init__(self) -> None:
         if self.hidden % self.heads:
@@ -134,7 +135,15 @@ def build_stages(cfg: GPTConfig, num_stages: int) -> list[nn.Sequential]:
     equals the matching layers of a data-parallel run.
     """
     torch.manual_seed(SEED)
-    layers: list[nn.Module] = [Embed(cfg), *(Block(cfg) for _ in range(cfg.layers))]
+    layers: list[nn.Module]
+    if cfg.arch == "llama":
+        from lumos.examples.llama import LlamaBlock, LlamaEmbed
+
+        ffn = cfg.ffn_mult * cfg.hidden
+        layers = [LlamaEmbed(cfg.vocab, cfg.hidden),
+                  *(LlamaBlock(cfg.hidden, cfg.heads, ffn, cfg.seq) for _ in range(cfg.layers))]  # fmt: skip
+    else:
+        layers = [Embed(cfg), *(Block(cfg) for _ in range(cfg.layers))]
     per = -(-len(layers) // num_stages)
     return [nn.Sequential(*layers[i : i + per]) for i in range(0, len(layers), per)]
 
@@ -185,12 +194,25 @@ def _ddp_trainer(
     rank, world = dist.get_rank(), dist.get_world_size()
     body = build_stages(cfg, 1)[0]
     torch.manual_seed(SEED)
-    model = _Whole(body, Head(cfg)).to(device)
+    model = _Whole(body, _head(cfg)).to(device)
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
               bucket_cap_mb=args.bucket_mb)  # fmt: skip
-    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+    opt = _optimizer(cfg, ddp.parameters())
     data = batches(cfg, args.batch, SEED + rank, device)
     return {"dp": world}, lambda: _ddp_step(ddp, opt, data)
+
+
+def _head(cfg: GPTConfig) -> nn.Module:
+    if cfg.arch == "llama":
+        from lumos.examples.llama import LlamaHead
+
+        return LlamaHead(cfg.vocab, cfg.hidden)
+    return Head(cfg)
+
+
+def _optimizer(cfg: GPTConfig, params) -> torch.optim.Optimizer:
+    """AdamW: per-parameter ops for GPT, multi-tensor (``foreach``) ops for Llama."""
+    return torch.optim.AdamW(params, lr=1e-3, foreach=True if cfg.arch == "llama" else None)
 
 
 def _ddp_step(ddp: nn.Module, opt: torch.optim.Optimizer, data) -> None:
@@ -207,7 +229,7 @@ def _ddp_step(ddp: nn.Module, opt: torch.optim.Optimizer, data) -> None:
 class _Whole(nn.Module):
     """Body plus head as one module, so DDP wraps a single forward(x, y) -> loss."""
 
-    def __init__(self, body: nn.Module, head: Head) -> None:
+    def __init__(self, body: nn.Module, head: nn.Module) -> None:
         super().__init__()
         self.body = body
         self.head = head
@@ -231,9 +253,9 @@ def _pipeline_trainer(
         raise SystemExit(f"--mode pipeline needs exactly 2 ranks, got {world}")
     stage = build_stages(cfg, 2)[rank].to(device)
     torch.manual_seed(SEED + 1)
-    head = Head(cfg).to(device) if rank == 1 else None
+    head = _head(cfg).to(device) if rank == 1 else None
     params = list(stage.parameters()) + (list(head.parameters()) if head is not None else [])
-    opt = torch.optim.AdamW(params, lr=1e-3)
+    opt = _optimizer(cfg, params)
     data = batches(cfg, args.batch, SEED, device)
     mb = args.batch // args.microbatches
     shape = (mb, cfg.seq, cfg.hidden)
@@ -317,7 +339,7 @@ def train_alternating(
 def config_of(args: argparse.Namespace) -> GPTConfig:
     """The model sizes the parsed flags ask for."""
     return GPTConfig(vocab=args.vocab, seq=args.seq, hidden=args.hidden, heads=args.heads,
-                     layers=args.layers, ffn_mult=args.ffn_mult)  # fmt: skip
+                     layers=args.layers, ffn_mult=args.ffn_mult, arch=args.arch)  # fmt: skip
 
 
 def config_dict(args: argparse.Namespace) -> dict[str, int]:
@@ -355,7 +377,7 @@ def write_alternate_record(
 
 def flags_of(args: argparse.Namespace) -> list[str]:
     """Command-line flags that run this one configuration alone (no ``--alternate``)."""
-    out = ["--mode", args.mode]
+    out = ["--mode", args.mode, "--arch", args.arch]
     for k in ("batch", "microbatches", "layers", "hidden", "ffn_mult", "heads", "seq", "vocab"):
         out += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
     return out
@@ -419,6 +441,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m lumos.examples.gpt", description=__doc__.split("\n")[0]
     )
     p.add_argument("--mode", choices=("ddp", "pipeline"), default="ddp")
+    p.add_argument("--arch", choices=("gpt", "llama"), default="gpt",
+                   help="model family: GPT blocks, or Llama-style (RMS norm, rotary, SwiGLU, "
+                   "multi-tensor AdamW); see lumos.examples.llama")  # fmt: skip
     p.add_argument(
         "--steps", type=int, default=5, help="iterations (at least what collection needs)"
     )
