@@ -73,10 +73,24 @@ def test_dlrm_network_is_fitted_to_its_collectives(dlrm_astra):
     assert net.bw_bytes_per_s == pytest.approx(rep.network["bw_bytes_per_s"], rel=1e-12)
 
 
-def test_demo_without_sizes_takes_sizes_from_transfer_times(demo_astra):
+def test_demo_collectives_carry_their_traced_sizes(demo_astra):
+    # gloo's bucket sizes come from the worker spans' tensors: the network is fitted on them
     _, rep = demo_astra
-    assert rep.fit["samples"] == 0
-    assert rep.diagnostics["astra_comm_size_from_time"]["count"] == 6
+    assert rep.fit["samples"] == 12  # 6 all-reduces x 2 ranks
+    assert "astra_comm_size_from_time" not in rep.diagnostics
+
+
+def test_sizes_the_trace_lacks_come_from_transfer_times():
+    from lumos.examples_data import example_run_dir
+
+    workload, _ = build_workload([str(example_run_dir())], workers=1)
+    wiped = workload.replace_graphs(
+        g.replace(comms=g.comms.replace(size_bytes=np.full(len(g.comms), -1, dtype=np.int64)))
+        for g in workload.graphs
+    )
+    net = AstraNetwork(npus=2, bw_bytes_per_s=1e9, latency_ns=1000)
+    target = to_astra(wiped, simulate(wiped), net)
+    assert target.diagnostics.count("astra_comm_size_from_time") == 6
 
 
 @pytest.mark.parametrize("which", ["demo_astra", "dlrm_astra"])
@@ -87,9 +101,11 @@ def test_chakra_only_replay_finishes_with_lumos_replay(which, request, tmp_path)
     assert doc["network"] == rep.network
     for r, out in zip(rep.ranks, doc["ranks"], strict=True):
         assert out["rank"] == r.rank
-        # measured on these sets: within 0.01 % (DLRM) and 1.3 % (demo rank 0, whose
-        # collective sizes come from time) of lumos's replay end
-        assert out["finish_ns"] == pytest.approx(r.replay_end_ns, rel=0.02)
+        # measured on these sets: within 0.01 % (DLRM) and 3.6 % (demo rank 0: one fitted
+        # network for gloo's buckets, whose transfer times scatter around any line, a 1 MB
+        # bucket taking 1.3 to 8.8 ms in this run) of lumos's replay end
+        rel = {"demo_astra": 0.05, "dlrm_astra": 0.001}[which]
+        assert out["finish_ns"] == pytest.approx(r.replay_end_ns, rel=rel)
     assert main(["replay", "--chakra-only", str(prefix), "-o", str(tmp_path)]) == 0
     written = json.loads((tmp_path / "replay.json").read_text())
     assert written["ranks"][0]["steps"][0]["predicted_ns"] == doc["ranks"][0]["finish_ns"]

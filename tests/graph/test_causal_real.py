@@ -113,3 +113,38 @@ def test_a_gloo_worker_is_released_by_the_call_that_issued_its_collective():
     for gi, g in enumerate(workload.graphs):
         comm = np.flatnonzero(g.tasks.kind == int(TaskKind.CPU_COMM))
         assert (fast.starts(gi)[comm] < base.starts(gi)[comm]).all()
+
+
+def test_ddp_finalize_waits_for_each_bucket_the_thread_issued():
+    """DDP over gloo, after the backward: the main thread waits for each bucket's all-reduce
+    (``work.wait()``, no profiler event) and copies it back (``aten::as_strided`` first). The
+    wait hangs on the bucket's ``gloo:all_reduce``, although the worker began the next bucket
+    before the thread resumed and the bucket began before the thread blocked. Rank 0 of
+    ``whatif_pairs/ddp_layers_x2`` (3 steps x 4 buckets) waited 11 times; rank 1, the later
+    one, found most buckets done (3). Doubling the all-reduces' transfer now delays the copies
+    (the waits were frozen into the thread's gaps: the steps did not move at all)."""
+    from pathlib import Path
+
+    from lumos.graph.edits import scale_by_name
+    from lumos.replay import build_workload
+    from lumos.sim.cost import TracedCost
+
+    run = Path(__file__).parents[1] / "data" / "whatif_pairs" / "ddp_layers_x2"
+    workload, _ = build_workload([str(run)])
+    waits = []
+    for g in workload.graphs:
+        e, t = g.edges, g.tasks
+        work = t.kind == int(TaskKind.CPU_COMM)
+        sel = (e.kind == int(DepKind.INTER_THREAD)) & work[e.src] & ~work[e.dst]
+        assert {g.task_name(int(d)) for d in e.dst[sel]} == {"aten::as_strided"}
+        assert (e.delay_ns[sel] < 500_000).all()  # the thread's reaction, not its gap
+        waits.append((e.src[sel], e.dst[sel], e.delay_ns[sel]))
+    assert [len(s) for s, _, _ in waits] == [11, 3]
+    base = simulate(workload, TracedCost())
+    slow = workload.replace_graphs(
+        scale_by_name(g, [(r"^gloo:all_reduce$", 2.0)])[0] for g in workload.graphs
+    )
+    res = simulate(slow, TracedCost())
+    for gi, (src, dst, delay) in enumerate(waits):
+        assert (res.starts(gi)[dst] >= res.ends(gi)[src] + delay).all()
+    assert res.makespan_ns > base.makespan_ns * 1.05

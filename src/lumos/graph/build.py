@@ -147,7 +147,7 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     add(h_call, h_comm, DepKind.INTER_THREAD, np.maximum(h_delay, -dur[h_call]))
     thread_edge = ~stream_of_task[intra_dst]
     gaps = attribute_gaps(layout, arrive, end, stream_of_task, launches.launcher, task_names,
-                          diag, settled, recorded_end)  # fmt: skip
+                          diag, settled, recorded_end, (h_call, h_comm))  # fmt: skip
     for k in (DepKind.INTER_THREAD, DepKind.SYNC):
         sel = gaps.kind == int(k)
         if sel.any():

@@ -34,6 +34,13 @@ a CPU ``u`` started inside the  a thread that blocked while ``u`` ran waited for
 gap                             held (GIL, driver lock), which an edit does not preserve
 ==============================  ==============================================================
 
+One releaser needs none of the table's proof beyond the reaction: a collective the thread
+itself handed to a worker (gloo). A thread that resumes right after one of its own
+collectives ended waited for it (``work.wait()``, DDP's bucket-by-bucket finalize after the
+backward), even when the collective began before the thread blocked or the worker had already
+picked up the next one; without this, each such wait was frozen into the thread's gap and a
+faster or slower collective moved nothing.
+
 A thread's usual overhead is the median of its positive gaps; a thread with fewer than
 ``MIN_OWN_GAPS`` of them mostly waits (a poller, a worker) and takes the median over all threads.
 Among the candidates the latest-ending one is the releaser. The intra-thread edge into ``b``
@@ -125,12 +132,17 @@ def attribute_gaps(
     diag: Diagnostics,
     settled: NDArray[np.bool_] | None = None,
     recorded_end: NDArray[np.int64] | None = None,
+    handed: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
 ) -> GapPlan:
     """Find the waits among the gaps of every CPU thread (see the module docstring).
 
     Tasks marked in ``settled`` already have their wait (a blocked call's successor) and are
     not looked at; ``recorded_end`` (default ``end``) are the ends before blocked calls were
-    shortened: a call that blocked was busy, not idle.
+    shortened: a call that blocked was busy, not idle. ``handed`` is ``(call, work)``: the
+    collectives a thread issued to a worker (gloo); a gap of the issuing thread that ends right
+    after one of its own collectives finished waited for it (``work.wait()``, DDP's bucket
+    finalize), even when the worker had already started the next one or the collective began
+    before the gap: the lock and drain rules are for releasers the thread has no claim on.
     """
     ev = layout.event_idx
     real = (ev >= 0) | (ev == MARK)
@@ -148,6 +160,7 @@ def attribute_gaps(
     released_start = np.zeros(n_proc, dtype=bool)
     gaps_of = thread_gaps(layout, arrive, end, on_stream, real)
     trace_floor = overhead_floor_ns(np.concatenate([np.zeros(0, np.int64), *gaps_of.values()]))
+    own_work = _own_work(layout, end, handed)
     for p in range(n_proc):
         lo, hi = int(layout.proc_ptr[p]), int(layout.proc_ptr[p + 1])
         if hi - lo < 2 or on_stream[lo]:
@@ -175,8 +188,10 @@ def attribute_gaps(
             if settled is not None and settled[b]:
                 continue
             g = int(gap[i])
-            u = releaser(int(prev_end[i]), int(arrive[b]), int(BUSY_SHARE * g), p, candidates,
-                          end, next_start, on_stream)  # fmt: skip
+            u = _own_releaser(own_work.get(p), int(prev_end[i]), int(arrive[b]))
+            if u < 0:
+                u = releaser(int(prev_end[i]), int(arrive[b]), int(BUSY_SHARE * g), p,
+                             candidates, end, next_start, on_stream)  # fmt: skip
             r = int(arrive[b] - end[u]) if u >= 0 else -1
             share = STRONG_REACTION_SHARE if i == 0 or strong[i] else REACTION_SHARE
             if u >= 0 and r <= share * g:
@@ -209,6 +224,35 @@ def attribute_gaps(
         intra_delay_ns=np.asarray(intra, dtype=i64),
         released_start=released_start,
     )
+
+
+def _own_work(
+    layout: TaskLayout,
+    end: NDArray[np.int64],
+    handed: tuple[NDArray[np.int64], NDArray[np.int64]] | None,
+) -> dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]]:
+    """Per issuing thread, its collectives' worker tasks and their running-max ends (sorted)."""
+    if handed is None or not len(handed[0]):
+        return {}
+    call, work = handed
+    out = {}
+    issuer = layout.processor_idx[call]
+    for p in np.unique(issuer).tolist():
+        w = work[issuer == p]
+        w = w[np.argsort(end[w], kind="stable")]
+        out[int(p)] = (w, end[w])
+    return out
+
+
+def _own_releaser(
+    own: tuple[NDArray[np.int64], NDArray[np.int64]] | None, gap_start: int, resume: int
+) -> int:
+    """The latest of the thread's own collectives to end inside the gap (-1 if none)."""
+    if own is None:
+        return -1
+    work, ends = own
+    k = int(np.searchsorted(ends, resume, side="right")) - 1
+    return int(work[k]) if k >= 0 and ends[k] > gap_start else -1
 
 
 @dataclass(frozen=True, eq=False)
