@@ -92,9 +92,7 @@ def rebuild_in_order(g: ExecGraph, src: NDArray[np.int64]) -> tuple[ExecGraph, N
     return out, new_of
 
 
-def batch_sends(
-    g: ExecGraph, eligible: NDArray[np.bool_] | None = None
-) -> tuple[ExecGraph, int]:
+def batch_sends(g: ExecGraph, eligible: NDArray[np.bool_] | None = None) -> tuple[ExecGraph, int]:
     """``g`` with every send (of the tasks ``eligible``, default all) whose next communication
     on its thread is a receive issued together with it, and how many were. Such a send moves to a lane of its own beside the
     thread (one lane per thread, label ``<thread>: batched sends``), starting where it started

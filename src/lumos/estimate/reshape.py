@@ -304,7 +304,11 @@ def scale_optimizer(graphs: list[ExecGraph], maps, ratio: float) -> tuple[list[E
             out.append(g)
             continue
         indptr, perm = g.processor_order()
-        opt = marked(g, OPTIMIZER_PATTERN, indptr, perm) & (lm.task_layer(g.num_tasks) < 0)
+        opt = marked(g, OPTIMIZER_PATTERN, indptr, perm)
+        for x in lm.layer_groups():
+            if x.phase != "optimizer":  # an optimizer repeat here is not per layer: scaled
+                for b in x.blocks:
+                    opt[b] = False
         e = g.edges
         launched = e.dst[(e.kind == int(DepKind.LAUNCH)) & opt[e.src]]
         opt[launched] = True

@@ -1,0 +1,53 @@
+"""Layers changed under a multi-tensor optimizer: its updates are not per-layer blocks to copy
+(``AdamW(foreach=True)`` updates every parameter from one ``_foreach_*`` op), so its time is
+re-timed by the parameter ratio; a per-parameter optimizer's per-layer blocks are copied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lumos.estimate.baseline import detect_baseline
+from lumos.estimate.layers import OPTIMIZER_PATTERN, find_layers, marked
+from lumos.estimate.reshape import reshape_workload
+from lumos.replay import build_workload
+
+DATA = Path(__file__).parents[1] / "data" / "whatif_pairs"
+
+
+def _optimizer_ns(g) -> int:
+    indptr, perm = g.processor_order()
+    opt = marked(g, OPTIMIZER_PATTERN, indptr, perm)
+    for x in find_layers(g).layer_groups():
+        if x.phase != "optimizer":
+            for b in x.blocks:
+                opt[b] = False
+    return int(g.tasks.dur_ns[opt].sum())
+
+
+def test_a_multi_tensor_optimizer_follows_the_parameters():
+    # 4 -> 8 Llama layers (bundled --arch llama, hidden 128, FFN 512, vocabulary 512): outside
+    # the layers the embedding and the head, 2 x 512 x 128 = 131,072 weights; each layer four
+    # 128 x 128 projections and three 128 x 512 ones, 262,144 (its RMS norms multiply in
+    # plain ops, not counted). (131,072 + 8 x 262,144) / (131,072 + 4 x 262,144) = 1.8889
+    workload, _ = build_workload([str(DATA / "llama_ddp_layers_x2")])
+    edited, edits = reshape_workload(workload, detect_baseline(workload, None), {"layers": 8})
+    opt = [e for e in edits if e.name == "optimizer re-timed"]
+    assert len(opt) == 1
+    assert opt[0].detail.endswith("parameters x1.889")
+    ratio = (131_072 + 8 * 262_144) / (131_072 + 4 * 262_144)
+    for before, after in zip(workload.graphs, edited.graphs, strict=True):
+        # every optimizer op outside the layers, rounded to the nanosecond one by one
+        assert abs(_optimizer_ns(after) / (_optimizer_ns(before) * ratio) - 1) < 1e-6
+
+
+def test_per_layer_optimizer_blocks_are_copied_not_rescaled():
+    # the GPT workload's AdamW runs per parameter: its per-layer updates are found as layer
+    # blocks and copied with the layers; nothing is re-timed by the parameter ratio
+    workload, _ = build_workload([str(DATA / "ddp_layers_x2")])
+    base = detect_baseline(workload, None)
+    assert all(
+        any(x.phase == "optimizer" and x.count == lm.num_layers for x in lm.layer_groups())
+        for lm in base.layer_maps
+    )
+    _, edits = reshape_workload(workload, base, {"layers": 8})
+    assert [e.name for e in edits] == ["layers 4 -> 8", "communication re-sized"]
