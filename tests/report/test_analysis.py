@@ -202,6 +202,9 @@ def test_diff_lists_gemm_first_after_halving_gemms(tmp_path, capsys):
         "82692000", "43971000", "-0.468256")  # fmt: skip
     kernels = _csv(out / "kernels.csv")
     assert [r["class"] for r in kernels[:3]] == ["gemm"] * 3
+    # one naming style: the side first in every per-side column (a_ns, a_count, a_calls)
+    assert list(kernels[0])[-4:] == ["delta_ns", "change", "a_count", "b_count"]
+    assert list(_csv(out / "ops.csv")[0])[-2:] == ["a_calls", "b_calls"]
     assert float(kernels[0]["change"]) == pytest.approx(-0.5, abs=1e-4)
     comm = next(r for r in classes if r["class"] == "comm")
     assert comm["delta_ns"] == "0"

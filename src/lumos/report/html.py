@@ -33,6 +33,7 @@ from lumos._version import __version__
 from lumos.errors import InputError
 from lumos.report.estimate_section import estimate_section
 from lumos.report.figures import BREAKDOWN_PARTS, build_figures, to_svg
+from lumos.report.labels import BREAKDOWN_LABELS, column_label, kind_label
 
 __all__ = ["html_page", "html_table", "read_replay", "render_report", "validate_replay",
            "write_report"]  # fmt: skip
@@ -127,7 +128,7 @@ def _cell(key: str, v: Any) -> str:
 
 
 def _header(key: str) -> str:
-    return escape(key[:-3] + " (ms)" if key.endswith("_ns") else key.replace("_", " "))
+    return escape(column_label(key))
 
 
 def _table(rows: list[dict[str, Any]], cls: str = "", rank_link: str | None = None) -> str:
@@ -281,7 +282,7 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
     if "breakdown" in figs:
         bd = data["breakdown"]
         rows = [
-            {"": side, **{k: bd[side].get(k, 0) for k in BREAKDOWN_PARTS}}
+            {"view": side, **{k: bd[side].get(k, 0) for k in BREAKDOWN_PARTS}}
             for side in ("measured", "predicted")
             if side in bd
         ]
@@ -290,7 +291,8 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
     if "sm_util" in figs:
         parts.append(f"{sec}<h2>{escape(prefix)}SM utilization</h2>{figs['sm_util']}</section>")
     if "critical_path" in figs:
-        cp_rows = [{"kind": k, "share": v} for k, v in data["critical_path"].items() if v > 0]
+        cp_rows = [{"kind": kind_label(k), "share": v}
+                   for k, v in data["critical_path"].items() if v > 0]  # fmt: skip
         ops = data.get("critical_path_ops")
         by_op = ("<h3>Top ops on the critical path</h3>" + _table(ops)
                  if isinstance(ops, list) and ops and all(isinstance(o, dict) for o in ops)
@@ -302,10 +304,11 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
 
 #: The words the report uses (the README's list and ``lumos replay``'s footnote say the same).
 GLOSSARY: tuple[tuple[str, str], ...] = (
-    ("exposed compute", "GPU time when compute kernels run and no communication does"),
-    ("exposed comm", "GPU time when communication runs and no compute does"),
-    ("overlapped", "GPU time when compute and communication run at once"),
-    ("other", "time in the step window when the GPU runs nothing (waiting for the CPU, a "
+    (BREAKDOWN_LABELS["exposed_compute_ns"],
+     "GPU time when compute kernels run and no communication does"),
+    (BREAKDOWN_LABELS["exposed_comm_ns"], "GPU time when communication runs and no compute does"),
+    (BREAKDOWN_LABELS["overlapped_ns"], "GPU time when compute and communication run at once"),
+    (BREAKDOWN_LABELS["other_ns"], "time in the step window when the GPU runs nothing (waiting for the CPU, a "
      "peer or a synchronization)"),
     ("delay", "time on the critical path spent between tasks, not running one: CPU overhead "
      "between ops, launch latency, waiting for another task, thread or rank"),
