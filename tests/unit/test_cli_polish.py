@@ -104,6 +104,27 @@ def test_no_help_text_carries_docstring_markup():
     assert found == []
 
 
+def test_every_verb_and_tool_says_what_it_does():
+    """Issue 14: every chakra tool has a description (``lumos chakra validate -h`` showed only
+    usage and options), like every verb."""
+    import argparse
+
+    from lumos.cli.main import build_parser
+
+    missing = []
+
+    def walk(p: argparse.ArgumentParser, name: str) -> None:
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for verb, child in a.choices.items():
+                    if not (child.description or "").strip():
+                        missing.append(f"{name} {verb}")
+                    walk(child, f"{name} {verb}")
+
+    walk(build_parser(), "lumos")
+    assert missing == []
+
+
 def test_printing_a_trace_a_graph_or_a_result_gives_one_short_line():
     import lumos
     from lumos.examples_data import example_trace_path
