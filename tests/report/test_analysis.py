@@ -9,6 +9,7 @@ time of that class when each class runs on one stream.
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tests.realdata import trace
 from lumos.cli.main import main
 from lumos.cli.replay import format_replay
 from lumos.replay import build_workload, replay
+from lumos.report.analysis_ranks import TABLES
 from lumos.report.table import write_tables
 
 
@@ -222,3 +224,34 @@ def test_analyze_a_foreign_chakra_et(tmp_path, capsys):
     assert ops and all(r["tflops"] == "" for r in ops)
     kernels = _csv(out / "kernels.csv")
     assert sum(int(r["count"]) for r in kernels if r["view"] == "measured") > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "ranks", "first_op"),
+    [
+        ("v100_stream_wait_event", 1, "record_param_comms"),  # df_index_resolver
+        ("nccl_a100", 1, "aten::empty"),  # nccl_data
+        ("dlrm_kineto_8rank", 8, "(before ProfilerStep#10) (rank 7)"),
+    ],
+)
+def test_acceptance_on_the_three_traces_as_a_user_runs_it(name, ranks, first_op, tmp_path, capsys):
+    """Issue 14's acceptance, by the CLI on its three traces: ``lumos replay --analysis`` prints
+    the top ops on the critical path of every rank and writes the HTA-style tables as CSV;
+    ``lumos analyze --format json`` writes the same tables, rows and columns, as one document."""
+    src = str(trace(name))
+    out = tmp_path / "r"
+    assert main(["replay", src, "--analysis", "-o", str(out), "--workers", "1"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("top ops on the critical path") == ranks
+    assert text.split("top ops on the critical path")[1].splitlines()[1].strip().startswith(
+        first_op)  # fmt: skip
+    tables = {p.stem: _csv(p) for p in (out / "analysis").glob("*.csv")}
+    assert set(tables) == set(TABLES)
+    assert len(tables["steps"]) == 2 * sum(1 for r in tables["steps"] if r["view"] == "measured")
+    assert main(["analyze", src, "--format", "json", "-o", str(tmp_path / "j"),
+                 "--workers", "1"]) == 0  # fmt: skip
+    doc = json.loads((tmp_path / "j" / "analysis.json").read_text())
+    assert list(doc) == list(TABLES)
+    for table, rows in tables.items():
+        assert len(doc[table]) == len(rows), table
+        assert not rows or list(doc[table][0]) == list(rows[0]), table
