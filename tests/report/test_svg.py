@@ -142,8 +142,9 @@ def _plot_area(root: ET.Element) -> tuple[float, float, float, float]:
 def test_no_exponents_and_no_clipped_tick_labels(top, n):
     width = 880
     charts = [
-        line_chart([("m", [top * (i % 7) / 6 for i in range(n)])], x_step=top / 10, width=width,
-                   unit="ms"),
+        line_chart(
+            [("m", [top * (i % 7) / 6 for i in range(n)])], x_step=top / 10, width=width, unit="ms"
+        ),
         bar_chart(["a", "b"], [("m", [top, top / 2])], width=width, unit="ms"),
         stacked_hbar([("m", [top, top / 3])], ["a", "b"], width=width, unit="ms"),
     ]
