@@ -90,6 +90,26 @@ def test_critical_path_ops_sum_to_the_path(nccl):
     assert rep.summaries[0]["critical_path_ops"][0]["op"] == "aten::empty"
 
 
+def test_critical_path_kernels_add_up_to_its_gpu_time(nccl, dlrm):
+    """Issue 14: top kernels on the critical path, per rank. Their task time, summed over every
+    kernel, is the path's GPU time by kind (counted by another route, ``critical_path_ns``)."""
+    from lumos.report.metrics import critical_path, critical_path_by_kernel
+
+    gpu = ("kernel", "comm", "memcpy", "memset")
+    for rep, multi in ((nccl[0], False), (dlrm[0], True)):
+        for gi, summary in enumerate(rep.summaries):
+            cp = critical_path(rep.result, gi if multi else None)
+            rows = critical_path_by_kernel(rep.result, cp, gi)
+            assert sum(r["task_ns"] for r in rows) == sum(summary["critical_path_ns"][k]
+                                                          for k in gpu)  # fmt: skip
+            assert summary["critical_path_kernels"] == rows[:10]
+    top = nccl[0].summaries[0]["critical_path_kernels"][0]
+    assert top["kernel"].startswith("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float")
+    assert (top["tasks"], top["task_ns"], top["delay_ns"]) == (6, 1488811, 7276)
+    text = format_replay(nccl[0].to_dict())
+    assert "top kernels on the critical path" in text and "  void cudnn::bn_fw_tr_1C11" in text
+
+
 def _csv(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as f:
         return list(csv.DictReader(f))

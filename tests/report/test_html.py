@@ -250,7 +250,9 @@ def test_one_naming_style_for_what_users_read(replay, capsys):
 
     data = dict(replay, critical_path={"cpu_op": 0.25, "kernel": 0.25, "delay": 0.5},
                 critical_path_ops=[{"op": "aten::mm", "tasks": 3, "task_ns": 2_000_000,
-                                    "delay_ns": 1_000_000, "share": 0.5}])  # fmt: skip
+                                    "delay_ns": 1_000_000, "share": 0.5}],
+                critical_path_kernels=[{"kernel": "sgemm", "tasks": 3, "task_ns": 1_500_000,
+                                        "delay_ns": 0, "share": 0.25}])  # fmt: skip
     html = render_report(data)
     heads = set(re.findall(r"<th[^>]*>([^<]*)</th>", html))
     assert not [h for h in heads if "_" in h or "(" in h], heads
@@ -265,6 +267,7 @@ def test_one_naming_style_for_what_users_read(replay, capsys):
     cp = html.split("<h2>Critical path</h2>")[1]
     assert "<td>CPU op</td>" in cp and "critical path · CPU op: 25.0 %" in cp
     assert "cpu_op" not in cp
+    assert "<h3>Top kernels on the critical path</h3>" in cp and "<td>sgemm</td>" in cp
     doc = {"rank": 0, "steps": [{"name": "s", "measured_ns": 10, "predicted_ns": 10,
                                   "error": 0.0}], "error": {"mean_abs": 0.0, "max_abs": 0.0},
            "breakdown": {"measured": _BREAKDOWN, "predicted": _BREAKDOWN},

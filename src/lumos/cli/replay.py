@@ -217,12 +217,13 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
             parts = ", ".join(f"{kind_label(k)} {v * 100:.0f}%" for k, v in cp.items()
                               if v >= 0.005)  # fmt: skip
             lines.append(f"  critical path: {parts}")
-        ops = s.get("critical_path_ops") or []
-        if ops:
-            lines.append(f"  {'top ops on the critical path':<40}{'tasks':>7}{'task ms':>10}"
-                         f"{'delay ms':>10}{'share':>8}")  # fmt: skip
-            for o in ops[:TOP_OPS]:
-                lines.append(f"  {o['op'][:38]:<40}{o['tasks']:>7}{o['task_ns'] / 1e6:10.3f}"
+        for key, what in (("op", "ops"), ("kernel", "kernels")):
+            rows = s.get(f"critical_path_{what}") or []
+            if rows:
+                lines.append(f"  {f'top {what} on the critical path':<60}{'tasks':>7}"
+                             f"{'task ms':>10}{'delay ms':>10}{'share':>8}")  # fmt: skip
+            for o in rows[:TOP_OPS]:
+                lines.append(f"  {o[key][:58]:<60}{o['tasks']:>7}{o['task_ns'] / 1e6:10.3f}"
                              f"{o['delay_ns'] / 1e6:10.3f}{o['share'] * 100:7.1f}%")  # fmt: skip
         lines.extend(_model_lines(s, verbose))
     ranks = doc.get("ranks", [])

@@ -293,10 +293,11 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
     if "critical_path" in figs:
         cp_rows = [{"kind": kind_label(k), "share": v}
                    for k, v in data["critical_path"].items() if v > 0]  # fmt: skip
-        ops = data.get("critical_path_ops")
-        by_op = ("<h3>Top ops on the critical path</h3>" + _table(ops)
-                 if isinstance(ops, list) and ops and all(isinstance(o, dict) for o in ops)
-                 else "")  # fmt: skip
+        by_op = ""
+        for what in ("ops", "kernels"):
+            top = data.get(f"critical_path_{what}")
+            if isinstance(top, list) and top and all(isinstance(o, dict) for o in top):
+                by_op += f"<h3>Top {what} on the critical path</h3>" + _table(top)
         parts.append(f"{sec}<h2>{escape(prefix)}Critical path</h2>" + figs["critical_path"]
                      + _table(cp_rows) + by_op + "</section>")  # fmt: skip
     return parts
