@@ -137,3 +137,7 @@ def test_printing_a_trace_a_graph_or_a_result_gives_one_short_line():
     assert repr(result).startswith("SimResult(1 rank(s), 2913 tasks, makespan ")
     assert repr(result.workload) == "Workload(1 rank(s) [0], 2913 tasks)"
     assert all(len(repr(x)) < 200 for x in (trace, graph, result))
+    # what lumos.replay returns, too (it printed every summary, thousands of characters)
+    rep = lumos.replay(graph, scale=(("mm", 0.5),), without=("sync",))
+    assert repr(rep).startswith("Replay(1 rank(s), 3 steps, makespan ")
+    assert repr(rep).endswith(" ms, mm=0.5, without sync)") and len(repr(rep)) < 200
