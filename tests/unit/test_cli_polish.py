@@ -138,6 +138,21 @@ def test_printing_a_trace_a_graph_or_a_result_gives_one_short_line():
     assert repr(result.workload) == "Workload(1 rank(s) [0], 2913 tasks)"
     assert all(len(repr(x)) < 200 for x in (trace, graph, result))
     # what lumos.replay returns, too (it printed every summary, thousands of characters)
-    rep = lumos.replay(graph, scale=(("mm", 0.5),), without=("sync",))
+    from lumos.replay import replay  # lumos.replay is the module once another test imported it
+
+    rep = replay(graph, scale=(("mm", 0.5),), without=("sync",))
     assert repr(rep).startswith("Replay(1 rank(s), 3 steps, makespan ")
     assert repr(rep).endswith(" ms, mm=0.5, without sync)") and len(repr(rep)) < 200
+
+
+def test_printing_a_chakra_trace_or_workload_gives_one_short_line():
+    """A ChakraTrace printed its metadata and every column (15,659 characters for chakra.0.et)."""
+    from tests.realdata import astra_micro, realdata, trace
+
+    import lumos
+
+    one = lumos.read_chakra(trace("chakra_pytorch_converted"))
+    assert repr(one).endswith("chakra.0.et', rank 0, schema '1.0.1', 3664 nodes)")
+    many = lumos.read_chakra(realdata(astra_micro("all_reduce", 4)))
+    assert repr(many).endswith("/4npus_1MB/all_reduce', 4 rank(s), 4 nodes)")
+    assert repr(many).startswith("ChakraWorkload(")
