@@ -156,3 +156,17 @@ def test_printing_a_chakra_trace_or_workload_gives_one_short_line():
     many = lumos.read_chakra(realdata(astra_micro("all_reduce", 4)))
     assert repr(many).endswith("/4npus_1MB/all_reduce', 4 rank(s), 4 nodes)")
     assert repr(many).startswith("ChakraWorkload(")
+
+
+def test_printing_a_linked_trace_gives_one_short_line():
+    """A LinkedTrace printed both traces and every column (2,438 characters for simple_add)."""
+    from tests.realdata import trace
+
+    import lumos
+    from lumos.link import link
+
+    linked = link(lumos.read_pytorch_et(trace("simple_add_et")),
+                  lumos.read_kineto(trace("simple_add_kineto")))  # fmt: skip
+    assert repr(linked) == (
+        "LinkedTrace(rank 0: 36 of 36 ET ops linked (100.0 %), 4 of 4 GPU activities on a node)"
+    )
