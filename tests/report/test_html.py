@@ -249,8 +249,8 @@ def test_one_naming_style_for_what_users_read(replay, capsys):
     from lumos.report.labels import BREAKDOWN_LABELS
 
     data = dict(replay, critical_path={"cpu_op": 0.25, "kernel": 0.25, "delay": 0.5},
-                critical_path_ops=[{"op": "aten::mm", "tasks": 3, "task_ns": 2_000_000,
-                                    "delay_ns": 1_000_000, "share": 0.5}],
+                critical_path_ops=[{"delay_ns": 1_000_000, "op": "aten::mm", "share": 0.5,
+                                    "task_ns": 2_000_000, "tasks": 3}],
                 critical_path_kernels=[{"kernel": "sgemm", "tasks": 3, "task_ns": 1_500_000,
                                         "delay_ns": 0, "share": 0.25}])  # fmt: skip
     html = render_report(data)
@@ -268,6 +268,11 @@ def test_one_naming_style_for_what_users_read(replay, capsys):
     assert "<td>CPU op</td>" in cp and "critical path · CPU op: 25.0 %" in cp
     assert "cpu_op" not in cp
     assert "<h3>Top kernels on the critical path</h3>" in cp and "<td>sgemm</td>" in cp
+    # replay.json sorts its keys; the tables still read name first, as lumos replay prints them
+    for what, key in (("ops", "op"), ("kernels", "kernel")):
+        table = cp.split(f"<h3>Top {what} on the critical path</h3>")[1].split("</thead>")[0]
+        assert re.findall(r"<th[^>]*>([^<]*)</th>", table) == [
+            key, "tasks", "task ms", "delay ms", "share"]  # fmt: skip
     doc = {"rank": 0, "steps": [{"name": "s", "measured_ns": 10, "predicted_ns": 10,
                                   "error": 0.0}], "error": {"mean_abs": 0.0, "max_abs": 0.0},
            "breakdown": {"measured": _BREAKDOWN, "predicted": _BREAKDOWN},
