@@ -70,6 +70,13 @@ class Replay:
     sources: tuple[str, ...] = field(default=())
     recorded: Workload | None = None
 
+    def __repr__(self) -> str:
+        steps = sum(len(s.get("steps") or ()) for s in self.summaries)
+        what_if = [f"{p}={f:g}" for p, f in self.scale] + [f"without {w}" for w in self.without]
+        return (f"Replay({len(self.summaries)} rank(s), {steps} steps, makespan "
+                f"{self.result.makespan_ns / 1e6:.3f} ms"
+                + (f", {', '.join(what_if)}" if what_if else "") + ")")  # fmt: skip
+
     def analysis(self) -> dict[str, Table]:
         """The analysis tables (:func:`lumos.report.analysis_ranks.analyze`) of the recording
         (``measured``) and of this replay (``predicted``)."""

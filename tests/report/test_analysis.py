@@ -9,6 +9,7 @@ time of that class when each class runs on one stream.
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tests.realdata import trace
 from lumos.cli.main import main
 from lumos.cli.replay import format_replay
 from lumos.replay import build_workload, replay
+from lumos.report.analysis_ranks import TABLES
 from lumos.report.table import write_tables
 
 
@@ -86,6 +88,26 @@ def test_critical_path_ops_sum_to_the_path(nccl):
     assert rows[0]["op"] == "aten::empty"
     assert sum(r["share"] for r in rows) == pytest.approx(1.0, abs=1e-3)
     assert rep.summaries[0]["critical_path_ops"][0]["op"] == "aten::empty"
+
+
+def test_critical_path_kernels_add_up_to_its_gpu_time(nccl, dlrm):
+    """Issue 14: top kernels on the critical path, per rank. Their task time, summed over every
+    kernel, is the path's GPU time by kind (counted by another route, ``critical_path_ns``)."""
+    from lumos.report.metrics import critical_path, critical_path_by_kernel
+
+    gpu = ("kernel", "comm", "memcpy", "memset")
+    for rep, multi in ((nccl[0], False), (dlrm[0], True)):
+        for gi, summary in enumerate(rep.summaries):
+            cp = critical_path(rep.result, gi if multi else None)
+            rows = critical_path_by_kernel(rep.result, cp, gi)
+            assert sum(r["task_ns"] for r in rows) == sum(summary["critical_path_ns"][k]
+                                                          for k in gpu)  # fmt: skip
+            assert summary["critical_path_kernels"] == rows[:10]
+    top = nccl[0].summaries[0]["critical_path_kernels"][0]
+    assert top["kernel"].startswith("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float")
+    assert (top["tasks"], top["task_ns"], top["delay_ns"]) == (6, 1488811, 7276)
+    text = format_replay(nccl[0].to_dict())
+    assert "top kernels on the critical path" in text and "  void cudnn::bn_fw_tr_1C11" in text
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -202,6 +224,9 @@ def test_diff_lists_gemm_first_after_halving_gemms(tmp_path, capsys):
         "82692000", "43971000", "-0.468256")  # fmt: skip
     kernels = _csv(out / "kernels.csv")
     assert [r["class"] for r in kernels[:3]] == ["gemm"] * 3
+    # one naming style: the side first in every per-side column (a_ns, a_count, a_calls)
+    assert list(kernels[0])[-4:] == ["delta_ns", "change", "a_count", "b_count"]
+    assert list(_csv(out / "ops.csv")[0])[-2:] == ["a_calls", "b_calls"]
     assert float(kernels[0]["change"]) == pytest.approx(-0.5, abs=1e-4)
     comm = next(r for r in classes if r["class"] == "comm")
     assert comm["delta_ns"] == "0"
@@ -219,3 +244,34 @@ def test_analyze_a_foreign_chakra_et(tmp_path, capsys):
     assert ops and all(r["tflops"] == "" for r in ops)
     kernels = _csv(out / "kernels.csv")
     assert sum(int(r["count"]) for r in kernels if r["view"] == "measured") > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "ranks", "first_op"),
+    [
+        ("v100_stream_wait_event", 1, "record_param_comms"),  # df_index_resolver
+        ("nccl_a100", 1, "aten::empty"),  # nccl_data
+        ("dlrm_kineto_8rank", 8, "(before ProfilerStep#10) (rank 7)"),
+    ],
+)
+def test_acceptance_on_the_three_traces_as_a_user_runs_it(name, ranks, first_op, tmp_path, capsys):
+    """Issue 14's acceptance, by the CLI on its three traces: ``lumos replay --analysis`` prints
+    the top ops on the critical path of every rank and writes the HTA-style tables as CSV;
+    ``lumos analyze --format json`` writes the same tables, rows and columns, as one document."""
+    src = str(trace(name))
+    out = tmp_path / "r"
+    assert main(["replay", src, "--analysis", "-o", str(out), "--workers", "1"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("top ops on the critical path") == ranks
+    assert text.split("top ops on the critical path")[1].splitlines()[1].strip().startswith(
+        first_op)  # fmt: skip
+    tables = {p.stem: _csv(p) for p in (out / "analysis").glob("*.csv")}
+    assert set(tables) == set(TABLES)
+    assert len(tables["steps"]) == 2 * sum(1 for r in tables["steps"] if r["view"] == "measured")
+    assert main(["analyze", src, "--format", "json", "-o", str(tmp_path / "j"),
+                 "--workers", "1"]) == 0  # fmt: skip
+    doc = json.loads((tmp_path / "j" / "analysis.json").read_text())
+    assert list(doc) == list(TABLES)
+    for table, rows in tables.items():
+        assert len(doc[table]) == len(rows), table
+        assert not rows or list(doc[table][0]) == list(rows[0]), table

@@ -197,6 +197,17 @@ def test_rank_selector_shows_one_rank_and_its_charts_have_marks(tmp_path):
     assert body["rank"] == "2"  # an unknown rank falls back to the slowest
 
 
+def test_long_kernel_names_stay_inside_their_card(tmp_path):
+    """Kernel names are long words (``void cutlass::Kernel<cutlass_80_tensorop_...>``): at 600
+    px the critical-path tables overflowed the card; they wrap now, numbers stay whole."""
+    name = "void cutlass::Kernel<" + "cutlass_80_tensorop_s1688fprop_optimized_tf32" * 3 + ">"
+    row = {"delay_ns": 1000, "kernel": name, "share": 0.25, "task_ns": 2_000_000, "tasks": 7}
+    data = dict(read_replay(FIXTURE), critical_path_kernels=[row] * 3)
+    html = write_report(data, tmp_path / "report.html")
+    body, _, _ = _shoot(html, 600, "long_names", tmp_path, screenshot=False)
+    assert body["wide"] == "0"
+
+
 def test_the_check_fails_when_a_chart_is_empty(tmp_path, monkeypatch):
     """The screenshot check itself: a step-time chart drawn without its bars is reported."""
     real = report_html.to_svg

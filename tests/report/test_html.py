@@ -165,8 +165,8 @@ def test_numeric_headers_align_with_their_numbers(replay):
     html = render_report(replay)
     steps = re.search(r'<table class="sortable steps">(.*?)</table>', html).group(1)
     heads = re.findall(r"<th([^>]*)>([^<]*)</th>", steps)
-    assert heads == [("", "step"), (" class=num", "measured (ms)"),
-                     (" class=num", "predicted (ms)"), (" class=num", "error")]  # fmt: skip
+    assert heads == [("", "step"), (" class=num", "measured ms"),
+                     (" class=num", "predicted ms"), (" class=num", "error")]  # fmt: skip
     assert "td.num,th.num{text-align:right" in html
 
 
@@ -189,3 +189,96 @@ def test_charts_fill_the_card(replay):
     html = render_report(replay)
     assert "svg.chart{width:100%;height:auto" in html
     assert html.count('viewBox="0 0 880 ') == 4
+
+
+_SVG_NS = "{http://www.w3.org/2000/svg}"
+_BREAKDOWN = {"exposed_compute_ns": 30_000_000, "overlapped_ns": 5_000_000,
+              "exposed_comm_ns": 4_000_000, "other_ns": 1_250_000}  # fmt: skip
+# What a hovered mark says, by mark: a value and its unit (ms or %), nothing bare.
+_HOVER = {
+    "bar": re.compile(r".+ · .+: [\d,]+\.\d+ (ms|%)"),
+    "series": re.compile(r"\w+: mean \d+\.\d %, peak \d+\.\d %"),
+    "hover": re.compile(r"[\d,]+ ms: \w+ \d+\.\d %(, \w+ \d+\.\d %)*"),
+}
+
+
+def _hovers(html: str) -> list[tuple[str, str]]:
+    """(mark class, hover text) of every mark of every chart in the page."""
+    import xml.etree.ElementTree as ET
+
+    out = []
+    for svg in re.findall(r'<svg xmlns="http://www.w3.org/2000/svg" class="chart".*?</svg>', html,
+                          flags=re.S):  # fmt: skip
+        for el in ET.fromstring(svg).iter():
+            title = el.find(_SVG_NS + "title")
+            if el.get("class") in _HOVER and title is not None:
+                out.append((el.get("class"), title.text))
+    return out
+
+
+def test_every_chart_hovers_with_its_unit(replay):
+    """Issue 14: units in tooltips, in every chart of the report (steps, breakdown, SM
+    utilization, critical path, the what-if breakdown), for one rank and for several."""
+    what_if = [{"config": {"label": label}, "step_ns": step, "breakdown": _BREAKDOWN}
+               for label, step in (("baseline", 40_250_000), ("tp=2", 30_000_000))]  # fmt: skip
+    one = dict(replay, what_if=what_if)
+    two = dict(one, ranks=[dict(replay, rank=0), dict(replay, rank=1)])
+    for data in (one, two):
+        hovers = _hovers(render_report(data))
+        assert {cls for cls, _ in hovers} == set(_HOVER)
+        bad = [(cls, text) for cls, text in hovers if not _HOVER[cls].fullmatch(text)]
+        assert not bad, bad[:5]
+    hovers = [text for _, text in _hovers(render_report(one))]
+    assert "measured · ProfilerStep#2: 41.200 ms" in hovers  # as the steps table shows it
+    assert "predicted · exposed comm: 10.400 ms" in hovers
+    assert "tp=2 · other: 1.250 ms" in hovers  # the what-if chart
+    assert "critical path · compute: 71.0 %" in hovers
+    assert sum(t.startswith("0 ms: measured ") for t in hovers) == 1  # SM utilization's first bin
+
+
+def test_figures_carry_the_unit_of_their_values(replay):
+    units = {f.name: f.unit for f in build_figures(replay)}
+    assert units == {"step_time": "ms", "breakdown": "ms", "sm_util": "%", "critical_path": "%"}
+
+
+def test_one_naming_style_for_what_users_read(replay, capsys):
+    """Issue 14: one naming style. Labels are lower-case words with the unit last (``measured
+    ms``), never machine keys (``exposed_comm (ms)``, ``cpu_op``), and the breakdown's parts
+    and task kinds read the same in the charts, the tables, the words and ``lumos replay``."""
+    from lumos.cli.replay import format_replay
+    from lumos.report.labels import BREAKDOWN_LABELS
+
+    data = dict(replay, critical_path={"cpu_op": 0.25, "kernel": 0.25, "delay": 0.5},
+                critical_path_ops=[{"delay_ns": 1_000_000, "op": "aten::mm", "share": 0.5,
+                                    "task_ns": 2_000_000, "tasks": 3}],
+                critical_path_kernels=[{"kernel": "sgemm", "tasks": 3, "task_ns": 1_500_000,
+                                        "delay_ns": 0, "share": 0.25}])  # fmt: skip
+    html = render_report(data)
+    heads = set(re.findall(r"<th[^>]*>([^<]*)</th>", html))
+    assert not [h for h in heads if "_" in h or "(" in h], heads
+    parts = list(BREAKDOWN_LABELS.values())
+    assert parts == ["exposed compute", "overlapped", "exposed comm", "other"]
+    assert {f"{p} ms" for p in parts} <= heads  # the breakdown table
+    assert {"view", "task ms", "delay ms", "measured ms", "predicted ms"} <= heads
+    legend = re.search(r"Where the time goes</text>(.*?)<line", html, flags=re.S).group(1)
+    assert re.findall(r'y="37">([^<]*)</text>', legend) == parts
+    words = re.findall(r"<dt>([^<]*)</dt>", html)
+    assert words[:4] == ["exposed compute", "exposed comm", "overlapped", "other"]
+    cp = html.split("<h2>Critical path</h2>")[1]
+    assert "<td>CPU op</td>" in cp and "critical path · CPU op: 25.0 %" in cp
+    assert "cpu_op" not in cp
+    assert "<h3>Top kernels on the critical path</h3>" in cp and "<td>sgemm</td>" in cp
+    # replay.json sorts its keys; the tables still read name first, as lumos replay prints them
+    for what, key in (("ops", "op"), ("kernels", "kernel")):
+        table = cp.split(f"<h3>Top {what} on the critical path</h3>")[1].split("</thead>")[0]
+        assert re.findall(r"<th[^>]*>([^<]*)</th>", table) == [
+            key, "tasks", "task ms", "delay ms", "share"]  # fmt: skip
+    doc = {"rank": 0, "steps": [{"name": "s", "measured_ns": 10, "predicted_ns": 10,
+                                  "error": 0.0}], "error": {"mean_abs": 0.0, "max_abs": 0.0},
+           "breakdown": {"measured": _BREAKDOWN, "predicted": _BREAKDOWN},
+           "critical_path": data["critical_path"]}  # fmt: skip
+    lines = format_replay(doc).splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("  breakdown"))
+    assert [ln.split("  ")[1].strip() for ln in lines[at + 1 : at + 5]] == parts
+    text = "\n".join(lines)
+    assert "critical path: CPU op 25%, kernel 25%, delay 50%" in text

@@ -71,13 +71,16 @@ def test_dot_labels_break_lines_the_dot_way(tmp_path):
     assert "\\\\n" not in text
 
 
-def test_chakra_tools_say_a_kineto_trace_is_one(capsys):
-    """``chakra validate/stats`` on a Kineto ``.json.gz`` blamed a truncated protobuf."""
+def test_chakra_tools_say_a_kineto_trace_is_one(tmp_path, capsys):
+    """``chakra validate/stats/jsonize/visualize`` on a Kineto ``.json.gz`` blamed a truncated
+    protobuf; ``timeline`` reads ETs too."""
     path = str(trace("cuda_event_sync"))
-    for tool in ("validate", "stats"):
-        assert main(["chakra", tool, path]) == 1
+    for tool, out in (("validate", None), ("stats", None), ("jsonize", "k.json"),
+                      ("visualize", "k.dot"), ("timeline", "t.json")):  # fmt: skip
+        assert main(["chakra", tool, path, *(["-o", str(tmp_path / out)] if out else [])]) == 1
         err = capsys.readouterr().err
-        assert "this is a Kineto trace, not a Chakra ET" in err
+        assert "this is a Kineto trace, not a Chakra ET" in err, tool
+        assert not out or not (tmp_path / out).exists()
 
 
 def test_a_gpu_trace_without_device_properties_is_not_called_cpu(tmp_path, capsys):

@@ -50,26 +50,27 @@ def _parse(svg: str) -> ET.Element:
 
 def test_bar_chart_marks_and_escaping():
     svg = bar_chart(["a<b", "c&d"], [("measured", [1.0, 2.0]), ("predicted", [1.5, 0.0])],
-                    title="t <x>")  # fmt: skip
+                    title="t <x>", unit="ms")  # fmt: skip
     root = _parse(svg)
     bars = [r for r in root.iter(NS + "rect") if r.get("class") == "bar"]
     assert len(bars) == 4
     heights = [float(b.get("height")) for b in bars]
     assert heights[3] == 0 and heights[2] > heights[1] > heights[0] > 0  # 2 > 1.5 > 1 > 0
     titles = [t.text for t in root.iter(NS + "title")]
-    assert "measured · a<b: 1" in titles
+    assert "measured · a<b: 1 ms" in titles
     assert svg == bar_chart(["a<b", "c&d"], [("measured", [1.0, 2.0]), ("predicted", [1.5, 0.0])],
-                            title="t <x>")  # fmt: skip
+                            title="t <x>", unit="ms")  # fmt: skip
 
 
 def test_line_chart_one_polyline_per_series():
-    root = _parse(line_chart([("m", [0.1, 0.5, 0.9]), ("p", [0.2, 0.4])], y_max=1.0, x_step=0.5))
+    root = _parse(line_chart([("m", [0.1, 0.5, 0.9]), ("p", [0.2, 0.4])], y_max=1.0, x_step=0.5,
+                             unit="%"))  # fmt: skip
     lines = [p for p in root.iter(NS + "polyline")]
     assert [len(p.get("points").split()) for p in lines] == [3, 2]
 
 
 def test_stacked_hbar_parts_add_up():
-    root = _parse(stacked_hbar([("m", [3.0, 1.0]), ("p", [2.0, 2.0])], ["a", "b"]))
+    root = _parse(stacked_hbar([("m", [3.0, 1.0]), ("p", [2.0, 2.0])], ["a", "b"], unit="ms"))
     bars = [r for r in root.iter(NS + "rect") if r.get("class") == "bar"]
     widths = [float(b.get("width")) for b in bars]
     assert abs((widths[0] + widths[1]) - (widths[2] + widths[3])) < 0.05
@@ -79,7 +80,8 @@ def test_stacked_hbar_parts_add_up():
 def test_grouped_hbar_bars_in_proportion_and_labels_whole():
     """Values 4 and 2 (source), 1 and 0 (candidate); ticks 0..4, so widths are 4:2:1:0."""
     root = _parse(grouped_hbar(["runtime.launch", "comm.all_reduce"],
-                               [("source", [4.0, 2.0]), ("candidate", [1.0, 0.0])]))  # fmt: skip
+                               [("source", [4.0, 2.0]), ("candidate", [1.0, 0.0])],
+                               unit="tasks"))  # fmt: skip
     bars = [r for r in root.iter(NS + "rect") if r.get("class") == "bar"]
     widths = [float(b.get("width")) for b in bars]  # row by row, group by group
     assert widths[3] == 0 and widths[1] == widths[0] / 4 and widths[2] == widths[0] / 2
@@ -87,11 +89,35 @@ def test_grouped_hbar_bars_in_proportion_and_labels_whole():
     assert "runtime.launch" in labels and "comm.all_reduce" in labels
 
 
+def test_every_mark_hovers_with_its_unit():
+    """Bars and stacked parts give value and unit; a line its mean and peak; the plot, per
+    point, every series' value at that x."""
+    bars = _parse(grouped_hbar(["x"], [("s", [2.0])], unit="tasks", fmt="{:,.1f}"))
+    titles = [t.text for r in bars.iter(NS + "rect") for t in r.iter(NS + "title")]
+    assert titles == ["s · x: 2.0 tasks"]
+    stacked = _parse(stacked_hbar([("m", [1.5, 0.25])], ["a", "b"], unit="ms", fmt="{:,.3f}"))
+    assert [t.text for r in stacked.iter(NS + "rect") for t in r.iter(NS + "title")] == [
+        "m · a: 1.500 ms", "m · b: 0.250 ms"]  # fmt: skip
+    lines = _parse(line_chart([("m", [10.0, 50.0, 90.0]), ("p", [20.0, 40.0])], unit="%",
+                              fmt="{:.1f}", x_step=1.5, x_unit="ms"))  # fmt: skip
+    assert [t.text for p in lines.iter(NS + "polyline") for t in p.iter(NS + "title")] == [
+        "m: mean 50.0 %, peak 90.0 %", "p: mean 30.0 %, peak 40.0 %"]  # fmt: skip
+    hovers = [r for r in lines.iter(NS + "rect") if r.get("class") == "hover"]
+    assert [r.find(NS + "title").text for r in hovers] == [
+        "0.0 ms: m 10.0 %, p 20.0 %", "1.5 ms: m 50.0 %, p 40.0 %", "3.0 ms: m 90.0 %"]  # fmt: skip
+    area = _plot_area(lines)
+    assert float(hovers[0].get("x")) == area[0]  # the columns tile the plot, edge to edge
+    right = float(hovers[-1].get("x")) + float(hovers[-1].get("width"))
+    assert abs(right - (area[0] + area[2])) < 0.02
+    assert all(r.get("fill") == "none" for r in hovers)  # they paint nothing
+
+
 def test_empty_inputs_do_not_crash():
-    _parse(line_chart([]))
-    _parse(bar_chart([], []))
-    _parse(stacked_hbar([], []))
-    _parse(grouped_hbar([], []))
+    _parse(line_chart([], unit="%"))
+    _parse(bar_chart([], [], unit="ms"))
+    _parse(stacked_hbar([], [], unit="ms"))
+    _parse(grouped_hbar([], [], unit="ms"))
+    _parse(line_chart([("m", [0.5])], unit="%"))
 
 
 def test_tick_labels_are_plain_decimals():
@@ -116,9 +142,11 @@ def _plot_area(root: ET.Element) -> tuple[float, float, float, float]:
 def test_no_exponents_and_no_clipped_tick_labels(top, n):
     width = 880
     charts = [
-        line_chart([("m", [top * (i % 7) / 6 for i in range(n)])], x_step=top / 10, width=width),
-        bar_chart(["a", "b"], [("m", [top, top / 2])], width=width),
-        stacked_hbar([("m", [top, top / 3])], ["a", "b"], width=width),
+        line_chart(
+            [("m", [top * (i % 7) / 6 for i in range(n)])], x_step=top / 10, width=width, unit="ms"
+        ),
+        bar_chart(["a", "b"], [("m", [top, top / 2])], width=width, unit="ms"),
+        stacked_hbar([("m", [top, top / 3])], ["a", "b"], width=width, unit="ms"),
     ]
     for svg in charts:
         root = _parse(svg)

@@ -228,6 +228,11 @@ class ChakraTrace:
     def __len__(self) -> int:
         return self.num_nodes
 
+    def __repr__(self) -> str:
+        schema = next((str(a.value) for a in self.metadata.attrs if a.name == "schema"), "")
+        return (f"ChakraTrace({self.path!r}, rank {'?' if self.rank is None else self.rank}, "
+                f"schema {schema or self.metadata.version or '?'!r}, {self.num_nodes} nodes)")  # fmt: skip
+
     def name_of(self, idx: int) -> str:
         """Name of node row ``idx``."""
         return self.names[int(self.name_idx[idx])]
@@ -440,6 +445,10 @@ class ChakraWorkload:
     def ranks(self) -> list[int]:
         """Ranks in ascending order."""
         return sorted(self.traces)
+
+    def __repr__(self) -> str:
+        nodes = sum(t.num_nodes for t in self.traces.values())
+        return f"ChakraWorkload({self.prefix!r}, {len(self.traces)} rank(s), {nodes} nodes)"
 
     def __getitem__(self, rank: int) -> ChakraTrace:
         return self.traces[rank]

@@ -384,3 +384,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     o.add_argument("--seed", type=int, default=0, help="seed of --jitter (default 0)")
     o.set_defaults(func=_obfuscate, out_kind="prefix")
+    for listed in tools._choices_actions:  # each tool's -h opens with what the list says of it
+        tool = tools.choices[listed.dest]
+        if not tool.description and listed.help:
+            tool.description = listed.help[0].upper() + listed.help[1:] + "."

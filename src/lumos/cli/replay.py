@@ -12,6 +12,7 @@ from lumos.cli._args import add_edit_args, add_parallel_args
 from lumos.cli._progress import progress_bar
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.replay import build_workload, parse_scale, replay, write_replay
+from lumos.report.labels import BREAKDOWN_LABELS, kind_label
 from lumos.report.table import write_tables
 
 __all__ = ["format_replay", "register"]
@@ -204,8 +205,7 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
             )
         b = s["breakdown"]
         lines.append(f"  {'breakdown':<22}{'measured ms':>12}{'predicted ms':>14}")
-        for part in ("exposed_compute_ns", "overlapped_ns", "exposed_comm_ns", "other_ns"):
-            label = part.removesuffix("_ns").replace("_", " ")
+        for part, label in BREAKDOWN_LABELS.items():
             lines.append(
                 f"  {label:<22}{_ms(b['measured'][part]):>12}{_ms(b['predicted'][part]):>14}"
             )
@@ -214,14 +214,16 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
             lines.append(note)
         cp = s.get("critical_path") or {}
         if cp:
-            parts = ", ".join(f"{k} {v * 100:.0f}%" for k, v in cp.items() if v >= 0.005)
+            parts = ", ".join(f"{kind_label(k)} {v * 100:.0f}%" for k, v in cp.items()
+                              if v >= 0.005)  # fmt: skip
             lines.append(f"  critical path: {parts}")
-        ops = s.get("critical_path_ops") or []
-        if ops:
-            lines.append(f"  {'top ops on the critical path':<40}{'tasks':>7}{'task ms':>10}"
-                         f"{'delay ms':>10}{'share':>8}")  # fmt: skip
-            for o in ops[:TOP_OPS]:
-                lines.append(f"  {o['op'][:38]:<40}{o['tasks']:>7}{o['task_ns'] / 1e6:10.3f}"
+        for key, what in (("op", "ops"), ("kernel", "kernels")):
+            rows = s.get(f"critical_path_{what}") or []
+            if rows:
+                lines.append(f"  {f'top {what} on the critical path':<60}{'tasks':>7}"
+                             f"{'task ms':>10}{'delay ms':>10}{'share':>8}")  # fmt: skip
+            for o in rows[:TOP_OPS]:
+                lines.append(f"  {o[key][:58]:<60}{o['tasks']:>7}{o['task_ns'] / 1e6:10.3f}"
                              f"{o['delay_ns'] / 1e6:10.3f}{o['share'] * 100:7.1f}%")  # fmt: skip
         lines.extend(_model_lines(s, verbose))
     ranks = doc.get("ranks", [])

@@ -69,6 +69,12 @@ class LinkedTrace:
     report: LinkReport
     diagnostics: Diagnostics
 
+    def __repr__(self) -> str:
+        r = self.report
+        return (f"LinkedTrace(rank {r.rank}: {r.num_linked} of {r.num_et_ops} ET ops linked "
+                f"({100 * r.match_rate:.1f} %), {r.num_gpu_with_node} of "
+                f"{r.num_gpu_activities} GPU activities on a node)")  # fmt: skip
+
     def gpu_events_of(self, node_idx: int) -> np.ndarray:
         """Rows of the GPU activities attributed to ET node ``node_idx`` (its own launches)."""
         return np.flatnonzero(self.gpu_node_idx == node_idx)

@@ -15,7 +15,8 @@ table               key                          compared
 ==================  ===========================  ============================================
 
 Every table has ``a_ns``, ``b_ns``, ``delta_ns`` (b - a) and ``change`` (delta / a; empty when
-a is 0), rows ordered by ``|delta_ns|``, largest first (then by key).
+a is 0), rows ordered by ``|delta_ns|``, largest first (then by key); kernels add ``a_count`` and
+``b_count``, ops ``a_calls`` and ``b_calls`` (the side first, as in ``a_ns``).
 
 >>> from lumos.report.table import Table
 >>> k = ("view", "rank", "kernel", "class", "count", "total_ns")
@@ -76,7 +77,7 @@ def _compare(
     n = len(keys)
     rows.sort(key=lambda r: (-abs(r[n + 2]), tuple(str(x) for x in r[:n])))
     cols = (*keys, "a_ns", "b_ns", "delta_ns", "change",
-            *(f"{e}_{s}" for e in extra for s in ("a", "b")))  # fmt: skip
+            *(f"{s}_{e}" for e in extra for s in ("a", "b")))  # fmt: skip
     return Table(name, cols, rows)
 
 

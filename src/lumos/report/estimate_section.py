@@ -18,11 +18,11 @@ from html import escape
 from typing import Any
 
 from lumos.report import svg
+from lumos.report.labels import BREAKDOWN_LABELS
 
 __all__ = ["estimate_section"]
 
-PARTS = (("exposed_compute_ns", "exposed compute"), ("overlapped_ns", "overlapped"),
-         ("exposed_comm_ns", "exposed comm"), ("other_ns", "other"))  # fmt: skip
+PARTS = tuple(BREAKDOWN_LABELS.items())
 
 
 def _is_estimate(rows: list[dict[str, Any]]) -> bool:
@@ -52,6 +52,8 @@ def estimate_section(rows: list[dict[str, Any]], table: Any) -> str:
     chart = svg.stacked_hbar(
         [(str(f["scenario"])[:28], [f[k] / 1e6 for k, _ in PARTS]) for f in flat],
         [name for _, name in PARTS],
+        unit="ms",
+        fmt="{:,.3f}",
         title="Where the time goes, per scenario",
         x_label="ms (slowest rank, summed over its steps)",
     )

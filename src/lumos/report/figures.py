@@ -14,6 +14,9 @@ figure                kind       what it shows
 ``critical_path``     stacked    share of the critical path by task kind (%)
 ====================  =========  =========================================================
 
+The unit in brackets is the figure's ``unit``: hovering a mark of its SVG shows the value with
+it (``measured · ProfilerStep#3: 365.256 ms``).
+
 A long run's SM utilization (more than :data:`MAX_SM_POINTS` bins) is drawn with wider bins, each
 the mean of ``k`` recorded ones, so that the curve stays readable; the title says the bin width.
 """
@@ -28,6 +31,7 @@ from typing import Any, Literal
 from lumos._io import atomic_write
 from lumos.errors import ConfigError, MissingDependencyError
 from lumos.report import svg
+from lumos.report.labels import BREAKDOWN_LABELS, kind_label
 
 __all__ = [
     "BREAKDOWN_PARTS",
@@ -39,25 +43,28 @@ __all__ = [
     "write_figures",
 ]
 
-BREAKDOWN_PARTS = ("exposed_compute_ns", "overlapped_ns", "exposed_comm_ns", "other_ns")
-_PART_LABELS = ("exposed compute", "overlapped", "exposed comm", "other")
+BREAKDOWN_PARTS = tuple(BREAKDOWN_LABELS)
 #: Most points the SM utilization curve is drawn with; longer runs get wider bins.
 MAX_SM_POINTS = 240
 
 
 @dataclass(frozen=True, kw_only=True)
 class Figure:
-    """A chart as data. ``series`` are (name, values); for ``stacked``, rows are series."""
+    """A chart as data. ``series`` are (name, values); for ``stacked``, rows are series.
+    ``unit`` is the unit of the values (shown with each hovered value, formatted by ``fmt``)."""
 
     name: str
     kind: Literal["bars", "lines", "stacked"]
     title: str
+    unit: str
     series: tuple[tuple[str, tuple[float, ...]], ...]
     categories: tuple[str, ...] = ()
     x_label: str = ""
     y_label: str = ""
     x_step: float = 1.0
+    x_unit: str = ""
     y_max: float | None = None
+    fmt: str = "{:,.3f}"
 
 
 def _ms(ns: Any) -> float:
@@ -93,6 +100,7 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
                     ("predicted", tuple(_ms(s["predicted_ns"]) for s in steps)),
                 ),
                 y_label="ms",
+                unit="ms",
             )
         )
     bd = result.get("breakdown")
@@ -107,9 +115,10 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
                 name="breakdown",
                 kind="stacked",
                 title="Where the time goes",
-                categories=_PART_LABELS,
+                categories=tuple(BREAKDOWN_LABELS.values()),
                 series=rows,
                 x_label="ms (summed over recorded steps)",
+                unit="ms",
             )
         )
     sm = result.get("sm_util") or {}
@@ -134,7 +143,10 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
                 series=sm_series,
                 x_label="time (ms)",
                 y_label="%",
+                unit="%",
+                fmt="{:.1f}",
                 x_step=bin_ms,
+                x_unit="ms",
                 y_max=100.0,
             )
         )
@@ -146,9 +158,11 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
                 name="critical_path",
                 kind="stacked",
                 title="Critical path by task kind",
-                categories=kinds,
+                categories=tuple(kind_label(k) for k in kinds),
                 series=(("critical path", tuple(100.0 * float(cp[k]) for k in kinds)),),
                 x_label="% of the critical path",
+                unit="%",
+                fmt="{:.1f}",
             )
         )
     return figs
@@ -157,17 +171,22 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
 def to_svg(fig: Figure) -> str:
     """The figure as one standalone ``<svg>`` element."""
     if fig.kind == "bars":
-        return svg.bar_chart(fig.categories, fig.series, title=fig.title, y_label=fig.y_label)
+        return svg.bar_chart(fig.categories, fig.series, unit=fig.unit, fmt=fig.fmt,
+                             title=fig.title, y_label=fig.y_label)  # fmt: skip
     if fig.kind == "lines":
         return svg.line_chart(
             fig.series,
+            unit=fig.unit,
+            fmt=fig.fmt,
+            x_unit=fig.x_unit,
             x_step=fig.x_step,
             title=fig.title,
             x_label=fig.x_label,
             y_label=fig.y_label,
             y_max=fig.y_max,
         )
-    return svg.stacked_hbar(fig.series, fig.categories, title=fig.title, x_label=fig.x_label)
+    return svg.stacked_hbar(fig.series, fig.categories, unit=fig.unit, fmt=fig.fmt,
+                            title=fig.title, x_label=fig.x_label)  # fmt: skip
 
 
 def _png(fig: Figure, path: Path) -> None:

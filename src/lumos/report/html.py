@@ -33,6 +33,7 @@ from lumos._version import __version__
 from lumos.errors import InputError
 from lumos.report.estimate_section import estimate_section
 from lumos.report.figures import BREAKDOWN_PARTS, build_figures, to_svg
+from lumos.report.labels import BREAKDOWN_LABELS, column_label, kind_label
 
 __all__ = ["html_page", "html_table", "read_replay", "render_report", "validate_replay",
            "write_report"]  # fmt: skip
@@ -127,7 +128,7 @@ def _cell(key: str, v: Any) -> str:
 
 
 def _header(key: str) -> str:
-    return escape(key[:-3] + " (ms)" if key.endswith("_ns") else key.replace("_", " "))
+    return escape(column_label(key))
 
 
 def _table(rows: list[dict[str, Any]], cls: str = "", rank_link: str | None = None) -> str:
@@ -238,13 +239,15 @@ h1{font-size:22px;margin:8px 0 2px}h2{font-size:17px;margin:28px 0 8px}
 svg.chart{width:100%;height:auto;display:block}[hidden]{display:none!important}
 table{border-collapse:collapse;font-size:13px;width:100%}th,td{padding:4px 8px;border-bottom:1px solid #eee;text-align:left}
 th{cursor:pointer;user-select:none;background:#fafafa}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+td:not(.num){overflow-wrap:anywhere}
 nav.ranks{position:sticky;top:0;z-index:1;background:#f6f7f9;padding:8px 0;font-size:14px}nav.ranks select{font-size:14px}
 .note{color:#666;font-size:12px}
 """
 
 # Sortable tables; the rank selector (#rank=N in the address picks a rank, "all" shows every
 # one); and what the Chromium test reads back from the DOM: script errors, the number of charts,
-# where the plotting area of each visible chart is on the page, the page height.
+# where the plotting area of each visible chart is on the page, the page height, how many
+# tables are wider than their card.
 _JS = """
 window.addEventListener('error',function(e){document.body.dataset.jsErrors=(document.body.dataset.jsErrors||'')+e.message+';'});
 function lumosPick(r){var sel=document.getElementById('rank-select');if(!sel)return;
@@ -264,7 +267,9 @@ document.body.dataset.charts=String(document.querySelectorAll('svg.chart').lengt
 var boxes=[];document.querySelectorAll('svg.chart').forEach(function(c){if(!c.getBoundingClientRect().width)return;
 var a=c.querySelector('.plot-area');if(!a)return;var b=a.getBoundingClientRect();
 boxes.push([b.left+scrollX,b.top+scrollY,b.width,b.height].map(Math.round).join(','))});
-document.body.dataset.plots=boxes.join(';');document.body.dataset.height=String(document.documentElement.scrollHeight);});
+document.body.dataset.plots=boxes.join(';');document.body.dataset.height=String(document.documentElement.scrollHeight);
+var wide=0;document.querySelectorAll('section table').forEach(function(t){var s=t.closest('section');
+if(t.getBoundingClientRect().width>s.clientWidth+1)wide++});document.body.dataset.wide=String(wide);});
 """
 
 
@@ -281,7 +286,7 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
     if "breakdown" in figs:
         bd = data["breakdown"]
         rows = [
-            {"": side, **{k: bd[side].get(k, 0) for k in BREAKDOWN_PARTS}}
+            {"view": side, **{k: bd[side].get(k, 0) for k in BREAKDOWN_PARTS}}
             for side in ("measured", "predicted")
             if side in bd
         ]
@@ -290,11 +295,16 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
     if "sm_util" in figs:
         parts.append(f"{sec}<h2>{escape(prefix)}SM utilization</h2>{figs['sm_util']}</section>")
     if "critical_path" in figs:
-        cp_rows = [{"kind": k, "share": v} for k, v in data["critical_path"].items() if v > 0]
-        ops = data.get("critical_path_ops")
-        by_op = ("<h3>Top ops on the critical path</h3>" + _table(ops)
-                 if isinstance(ops, list) and ops and all(isinstance(o, dict) for o in ops)
-                 else "")  # fmt: skip
+        cp_rows = [{"kind": kind_label(k), "share": v}
+                   for k, v in data["critical_path"].items() if v > 0]  # fmt: skip
+        by_op = ""
+        for what, key in (("ops", "op"), ("kernels", "kernel")):
+            top = data.get(f"critical_path_{what}")
+            if isinstance(top, list) and top and all(isinstance(o, dict) for o in top):
+                # replay.json's keys are sorted: show the name first, as lumos replay does
+                cols = (key, "tasks", "task_ns", "delay_ns", "share")
+                top = [{**{c: o[c] for c in cols if c in o}, **o} for o in top]
+                by_op += f"<h3>Top {what} on the critical path</h3>" + _table(top)
         parts.append(f"{sec}<h2>{escape(prefix)}Critical path</h2>" + figs["critical_path"]
                      + _table(cp_rows) + by_op + "</section>")  # fmt: skip
     return parts
@@ -302,10 +312,11 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
 
 #: The words the report uses (the README's list and ``lumos replay``'s footnote say the same).
 GLOSSARY: tuple[tuple[str, str], ...] = (
-    ("exposed compute", "GPU time when compute kernels run and no communication does"),
-    ("exposed comm", "GPU time when communication runs and no compute does"),
-    ("overlapped", "GPU time when compute and communication run at once"),
-    ("other", "time in the step window when the GPU runs nothing (waiting for the CPU, a "
+    (BREAKDOWN_LABELS["exposed_compute_ns"],
+     "GPU time when compute kernels run and no communication does"),
+    (BREAKDOWN_LABELS["exposed_comm_ns"], "GPU time when communication runs and no compute does"),
+    (BREAKDOWN_LABELS["overlapped_ns"], "GPU time when compute and communication run at once"),
+    (BREAKDOWN_LABELS["other_ns"], "time in the step window when the GPU runs nothing (waiting for the CPU, a "
      "peer or a synchronization)"),
     ("delay", "time on the critical path spent between tasks, not running one: CPU overhead "
      "between ops, launch latency, waiting for another task, thread or rank"),

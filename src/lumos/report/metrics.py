@@ -43,6 +43,7 @@ __all__ = [
     "CriticalPath",
     "breakdown",
     "critical_path",
+    "critical_path_by_kernel",
     "critical_path_by_op",
     "gpu_intervals",
     "graph_breakdown",
@@ -410,6 +411,38 @@ def critical_path_by_op(result: SimResult, cp: CriticalPath, gi: int) -> list[di
     ]
 
 
+def critical_path_by_kernel(result: SimResult, cp: CriticalPath, gi: int) -> list[dict[str, Any]]:
+    """The GPU tasks (kernels, copies, collectives) on the critical path ``cp`` by name, longest
+    first: ``{kernel, tasks, task_ns, delay_ns, share}``, as :func:`critical_path_by_op` counts
+    them (a kernel on another rank is ``name (rank r)``). The shares sum to the GPU tasks' part
+    of the path, not to 1: the rest is CPU work and delay before it.
+    """
+    acc: dict[str, list[int]] = {}
+    graph_of = np.asarray(cp.graph_of)
+    for of in np.unique(graph_of).tolist():
+        g = result.graphs[of]
+        sel = np.flatnonzero(graph_of == of)
+        local = np.asarray(cp.tasks)[sel] - int(result.task_offsets[of])
+        gpu = np.isin(g.tasks.kind[local], _GPU)
+        names = g.tasks.name_idx[local[gpu]].astype(np.int64)
+        ns, gap = np.asarray(cp.task_ns)[sel][gpu], np.asarray(cp.gap_ns)[sel][gpu]
+        for n in np.unique(names).tolist():
+            hit = names == n
+            name = g.names[n] if of == gi else f"{g.names[n]} (rank {g.rank})"
+            a = acc.setdefault(name, [0, 0, 0])
+            a[0] += int(hit.sum())
+            a[1] += int(ns[hit].sum())
+            a[2] += int(gap[hit].sum())
+    length = max(cp.length_ns, 1)
+    ranked = sorted(acc.items(), key=lambda kv: (-kv[1][1] - kv[1][2], kv[0]))
+    return [
+        {"kernel": name, "tasks": a[0], "task_ns": a[1], "delay_ns": a[2],
+         "share": (a[1] + a[2]) / length}
+        for name, a in ranked
+        if a[1] + a[2] > 0
+    ]  # fmt: skip
+
+
 def _mask(n: int, where: NDArray[np.int64]) -> NDArray[np.bool_]:
     m = np.zeros(n, dtype=bool)
     m[where] = True
@@ -427,7 +460,7 @@ def _not_an_op(g: ExecGraph, task: int) -> str:
 # Everything a replay report shows, in one JSON-ready dict
 
 
-#: Ops on the critical path that a replay summary lists per rank.
+#: Ops (and kernels) on the critical path that a replay summary lists per rank.
 CRITICAL_PATH_TOP_OPS = 10
 
 
@@ -448,6 +481,8 @@ def replay_summary(
     critical_path  {kind: share} (task kinds + "delay"), critical_path_ns
     critical_path_ops  [{op, tasks, task_ns, delay_ns, share}]   (the top ops on it, see
                                                                   :func:`critical_path_by_op`)
+    critical_path_kernels  [{kernel, tasks, ...}]              (the top GPU tasks on it, see
+                                                                  :func:`critical_path_by_kernel`)
     time_classes   [{name, task_ns, overhead_ns, wait_ns, unexplained_ns}] per step (recorded,
                    on the step's thread; see :mod:`lumos.report.time_classes`)
     calibration    what the build measured: launch_latency_ns, gpu_clock_offset_ns
@@ -494,6 +529,7 @@ def replay_summary(
         "critical_path_ns": cp.kind_ns,
         "critical_path_delay_ns": cp.delay_ns,
         "critical_path_ops": critical_path_by_op(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
+        "critical_path_kernels": critical_path_by_kernel(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
         "makespan_ns": result.makespan_ns,
         "time_classes": step_time_classes(g),
         "calibration": dict(g.calibration),

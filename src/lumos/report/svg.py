@@ -3,7 +3,9 @@ horizontal bars.
 
 Each function returns one standalone ``<svg>`` element as a string (usable inline in HTML and
 as a ``.svg`` file for slides). Text is escaped; numbers are formatted deterministically, so the
-same data gives byte-identical SVG. Hovering a mark shows its value (an SVG ``<title>``).
+same data gives byte-identical SVG. Hovering a mark shows its value and unit (an SVG
+``<title>``: ``measured · step 3: 41.2 ms``; a line shows its mean and peak), so every chart takes
+the ``unit`` of its values.
 
 Axis ticks are plain decimals with thousands separators and as many decimals as the tick step
 needs (``2,000``, ``0.05``; never ``2e+03``), and the margins grow with the longest tick label so
@@ -132,6 +134,7 @@ def _y_axis(ticks: list[float], y_of, x0: float, x1: float, label: str, height: 
 def line_chart(
     series: Sequence[tuple[str, Sequence[float]]],
     *,
+    unit: str,
     x_step: float = 1.0,
     title: str = "",
     x_label: str = "",
@@ -139,8 +142,12 @@ def line_chart(
     y_max: float | None = None,
     width: int = _WIDTH,
     height: int = 280,
+    fmt: str = "{:.3g}",
+    x_unit: str = "",
 ) -> str:
-    """Lines sharing an x axis: point ``i`` of every series is at ``x = i * x_step``."""
+    """Lines sharing an x axis: point ``i`` of every series is at ``x = i * x_step`` (in
+    ``x_unit``). Hovering a line shows its mean and peak in ``unit``; hovering the plot shows
+    every series' value at the nearest point."""
     n = max((len(v) for _, v in series), default=0)
     top = max((max(v) for _, v in series if len(v)), default=1.0)
     ticks = nice_ticks(0.0, y_max if y_max is not None else max(top, 1e-12))
@@ -168,17 +175,56 @@ def line_chart(
     for k, (name, values) in enumerate(series):
         color = PALETTE[k % len(PALETTE)]
         pts = " ".join(f"{_f(x_of(i))},{_f(y_of(v))}" for i, v in enumerate(values))
+        hover = name
+        if len(values):
+            mean, peak = sum(values) / len(values), max(values)
+            hover += f": mean {_value(fmt, mean, unit)}, peak {_value(fmt, peak, unit)}"
         body.append(
             f'<polyline class="series" fill="none" stroke="{color}" stroke-width="1.8" '
-            f'points="{pts}"><title>{escape(name)}</title></polyline>'
+            f'points="{pts}"><title>{escape(hover)}</title></polyline>'
         )
+    body.extend(
+        _hover_columns(series, x_of, (yt, yb), x_step, x_unit, lambda v: _value(fmt, v, unit))
+    )
     return _frame(width, height, title, body, [name for name, _ in series])
+
+
+def _hover_columns(
+    series: Sequence[tuple[str, Sequence[float]]],
+    x_of: Callable[[int], float],
+    y_span: tuple[float, float],
+    x_step: float,
+    x_unit: str,
+    show: Callable[[float], str],
+) -> list[str]:
+    """One unpainted column per point index, over the whole plot height, whose ``<title>`` gives
+    every series' value there (``12 ms: measured 45.1 %, predicted 44 %``): a line's points are
+    too thin to hover one by one."""
+    n = max((len(v) for _, v in series), default=0)
+    if n < 2:
+        return []
+    half = (x_of(1) - x_of(0)) / 2
+    yt, yb = y_span
+    out = []
+    lo, hi = x_of(0), x_of(n - 1)
+    decimals = len(f"{x_step:.6f}".rstrip("0").partition(".")[2])  # as many as the step has
+    for i in range(n):
+        x_text = f"{i * x_step:,.{decimals}f}"
+        xa, xb = max(lo, x_of(i) - half), min(hi, x_of(i) + half)
+        at = ", ".join(f"{name} {show(v[i])}" for name, v in series if i < len(v))
+        out.append(
+            f'<rect class="hover" x="{_f(xa)}" y="{_f(yt)}" width="{_f(xb - xa)}" '
+            f'height="{_f(yb - yt)}" fill="none" pointer-events="all">'
+            f"<title>{escape(f'{x_text} {x_unit}'.rstrip())}: {escape(at)}</title></rect>"
+        )
+    return out
 
 
 def bar_chart(
     categories: Sequence[str],
     groups: Sequence[tuple[str, Sequence[float]]],
     *,
+    unit: str,
     title: str = "",
     y_label: str = "",
     width: int = _WIDTH,
@@ -211,7 +257,8 @@ def bar_chart(
             body.append(
                 f'<rect class="bar" x="{_f(x)}" y="{_f(y)}" width="{_f(bar_w * 0.92)}" '
                 f'height="{_f(yb - y)}" fill="{PALETTE[g % len(PALETTE)]}">'
-                f"<title>{escape(name)} · {escape(cat)}: {escape(fmt.format(v))}</title></rect>"
+                f"<title>{escape(name)} · {escape(cat)}: {escape(_value(fmt, v, unit))}"
+                "</title></rect>"
             )
     return _frame(width, height, title, body, [name for name, _ in groups])
 
@@ -240,6 +287,7 @@ def grouped_hbar(
     categories: Sequence[str],
     groups: Sequence[tuple[str, Sequence[float]]],
     *,
+    unit: str,
     title: str = "",
     x_label: str = "",
     width: int = 720,
@@ -275,7 +323,8 @@ def grouped_hbar(
                 f'<rect class="bar" x="{_f(x0)}" y="{y + bar_h * g}" '
                 f'width="{_f(x_of(max(0.0, v)) - x0)}" height="{bar_h - 1}" '
                 f'fill="{PALETTE[g % len(PALETTE)]}">'
-                f"<title>{escape(name)} · {escape(cat)}: {escape(fmt.format(v))}</title></rect>"
+                f"<title>{escape(name)} · {escape(cat)}: {escape(_value(fmt, v, unit))}"
+                "</title></rect>"
             )
     return _frame(width, height, title, body, [name for name, _ in groups])
 
@@ -284,6 +333,7 @@ def stacked_hbar(
     rows: Sequence[tuple[str, Sequence[float]]],
     parts: Sequence[str],
     *,
+    unit: str,
     title: str = "",
     x_label: str = "",
     width: int = _WIDTH,
@@ -318,10 +368,15 @@ def stacked_hbar(
             body.append(
                 f'<rect class="bar" x="{_f(xa)}" y="{y}" width="{_f(xb - xa)}" '
                 f'height="{_f(row_height * 0.9)}" fill="{PALETTE[p % len(PALETTE)]}">'
-                f"<title>{escape(name)} · {escape(parts[p])}: {escape(fmt.format(v))}"
+                f"<title>{escape(name)} · {escape(parts[p])}: {escape(_value(fmt, v, unit))}"
                 f"</title></rect>"
             )
     return _frame(width, height, title, body, list(parts))
+
+
+def _value(fmt: str, v: float, unit: str) -> str:
+    """A hovered value with its unit: ``41.2 ms``, ``35 %``."""
+    return f"{fmt.format(v)} {unit}".rstrip()
 
 
 def _clip(s: str, n: int) -> str:

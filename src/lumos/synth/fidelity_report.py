@@ -129,6 +129,7 @@ def _class_mix(fid: Fidelity) -> str:
         groups,
         title="op-class mix",
         x_label="tasks per rank-step",
+        unit="tasks",
         fmt="{:,.1f}",
     )
 
