@@ -282,3 +282,29 @@ def test_one_naming_style_for_what_users_read(replay, capsys):
     assert [ln.split("  ")[1].strip() for ln in lines[at + 1 : at + 5]] == parts
     text = "\n".join(lines)
     assert "critical path: CPU op 25%, kernel 25%, delay 50%" in text
+
+
+def test_report_shows_the_analysis_tables_a_replay_wrote(tmp_path):
+    # `lumos replay --analysis` writes analysis/kernels.csv and ops.csv beside replay.json;
+    # the report shows their top rows (the recording, first rank) as tables
+    run = Path(__file__).parents[1] / "data" / "whatif_pairs" / "ddp_layers_x2"
+    assert main(["replay", str(run), "--analysis", "-o", str(tmp_path)]) == 0
+    assert main(["report", str(tmp_path)]) == 0
+    html = (tmp_path / "report.html").read_text()
+    first = (tmp_path / "analysis" / "kernels.csv").read_text().splitlines()[1].split(",")
+    assert first[:2] == ["measured", "0"]
+    kernels = html.index("<h2>Top kernels</h2>")
+    ops = html.index("<h2>Top ops</h2>")
+    assert kernels < html.index(_escape(first[2]), kernels) < ops
+    assert html[kernels:ops].count("<tr>") == 1 + min(15, _rows(tmp_path, "kernels.csv"))
+
+
+def _escape(name: str) -> str:
+    from html import escape
+
+    return escape(name)
+
+
+def _rows(out, name):
+    lines = (out / "analysis" / name).read_text().splitlines()[1:]
+    return sum(1 for x in lines if x.startswith("measured,0,"))

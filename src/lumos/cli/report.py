@@ -48,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
         result = read_replay(src)
         if estimate.is_file() and not result.get("what_if"):
             result["what_if"] = _read_json(estimate).get("rows", [])
+        for key, name in (("top_kernels", "kernels.csv"), ("top_ops", "ops.csv")):
+            table = src.parent / "analysis" / name
+            if table.is_file() and not result.get(key):
+                result[key] = _top_rows(table)
     out = args.out or src.with_name("report.html")
     write_report(result, out, title=args.title)
     print(f"lumos: wrote {out}")
@@ -56,6 +60,47 @@ def run(args: argparse.Namespace) -> int:
         paths = write_figures(result, args.figures, formats)
         print(f"lumos: wrote {len(paths)} figure file(s) to {args.figures}")
     return 0
+
+
+#: Rows of an analysis table the report shows (the CSV beside it has them all).
+TOP_ROWS = 15
+
+
+def _top_rows(path: Path) -> list[dict[str, Any]]:
+    """The first :data:`TOP_ROWS` rows of ``lumos replay --analysis``'s ``kernels.csv`` or
+    ``ops.csv`` (sorted by time) for the recording (``view`` measured) of its first rank,
+    numbers as numbers; empty when the file has none."""
+    import csv
+
+    from lumos.errors import InputError
+
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(path, f"not a readable CSV: {exc}") from None
+    rows = [r for r in rows if r.get("view") == "measured"]
+    if not rows:
+        return []
+    first = rows[0].get("rank")
+    out = []
+    for r in rows:
+        if r.get("rank") != first:
+            continue
+        out.append({k: _number(v) for k, v in r.items() if k not in ("view", "rank")})
+        if len(out) == TOP_ROWS:
+            break
+    return out
+
+
+def _number(v: str) -> Any:
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return v
 
 
 def _read_json(path: Path) -> dict[str, Any]:
