@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lumos.errors import ConfigError
 from lumos.estimate.baseline import Baseline
@@ -259,8 +260,14 @@ def _param_ratio(
 def resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
     """``graphs`` with gradient collectives carrying ``param_ratio`` times their bytes and
     point-to-point messages ``act_ratio`` times theirs, each re-timed by ``transfer = a + c x
-    bytes`` fitted per collective kind (or in proportion, sizes unknown); waits kept."""
+    bytes`` fitted per collective kind (or in proportion, sizes unknown); waits kept.
+
+    Gradient buckets filled to a cap (DDP's ``bucket_cap_mb``: most of a kind's collectives
+    within 5 % of their median size) keep their size and change in number with the parameters, so
+    their transfer time is re-timed in proportion (each traced bucket stands for
+    ``param_ratio`` buckets of its size), not along the line."""
     out, n = [], 0
+    capped_kinds: set[int] = set()
     for g in graphs:
         c, t = g.comms, g.tasks
         size = c.size_bytes.astype(np.float64)
@@ -276,6 +283,9 @@ def resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
             cs = t.comm_idx[sel]
             transfer = np.maximum(dur[sel] - c.wait_ns[cs], 0).astype(np.float64)
             a, slope = _comm_line(size[cs], transfer)
+            if kind in _GRAD and param_ratio != 1.0 and _capped(size[cs]):
+                a, slope = 0.0, 1.0
+                capped_kinds.add(kind)
             old_cost = a + slope * size[cs]
             new_cost = a + slope * new_size[cs]
             ok = (old_cost > 0) & (size[cs] > 0)
@@ -285,9 +295,23 @@ def resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
             dur[sel] = c.wait_ns[cs] + np.rint(scaled).astype(np.int64)
             n += int((ok | (factor[cs] != 1.0)).sum())
         out.append(g.replace(comms=c.replace(size_bytes=new_size)).with_durations(dur))
+    detail = f"gradient bytes x{param_ratio:.3f}, activations x{act_ratio:.3f}"
+    if capped_kinds:
+        names = ", ".join(CommType(k).name.lower() for k in sorted(capped_kinds))
+        detail += f"; capped gradient buckets ({names}) change in number, not size"
     return out, Edit(name="communication re-sized", tasks_retimed=n,
                      model="transfer = a + c x bytes fitted per collective kind on the trace",
-                     detail=f"gradient bytes x{param_ratio:.3f}, activations x{act_ratio:.3f}")  # fmt: skip
+                     detail=detail)  # fmt: skip
+
+
+def _capped(size: NDArray[np.float64]) -> bool:
+    """Whether collectives of these sizes are buckets filled to a cap: at least two of known
+    size, most within 5 % of their median (a parameter larger than the cap makes one bucket
+    larger; the first bucket and the last are often smaller)."""
+    known = size[size > 0]
+    if len(known) < 2:
+        return False
+    return bool(np.mean(np.abs(known - np.median(known)) <= 0.05 * np.median(known)) >= 0.5)
 
 
 def scale_optimizer(graphs: list[ExecGraph], maps, ratio: float) -> tuple[list[ExecGraph], int]:

@@ -1,10 +1,15 @@
-"""Layers changed under a multi-tensor optimizer: its updates are not per-layer blocks to copy
+"""What follows the parameter count when the model changes: the optimizer and the gradient
+buckets.
+
+Layers changed under a multi-tensor optimizer: its updates are not per-layer blocks to copy
 (``AdamW(foreach=True)`` updates every parameter from one ``_foreach_*`` op), so its time is
 re-timed by the parameter ratio; a per-parameter optimizer's per-layer blocks are copied."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import numpy as np
 
 from lumos.estimate.baseline import detect_baseline
 from lumos.estimate.layers import OPTIMIZER_PATTERN, find_layers, marked
@@ -51,3 +56,23 @@ def test_per_layer_optimizer_blocks_are_copied_not_rescaled():
     )
     _, edits = reshape_workload(workload, base, {"layers": 8})
     assert [e.name for e in edits] == ["layers 4 -> 8", "communication re-sized"]
+
+
+def test_capped_gradient_buckets_change_in_number_not_size():
+    # DDP's buckets are filled to bucket_cap_mb (1 MB in the bundled workload): 1,055,232,
+    # 1,056,768 and 1,057,280 bytes on rank 0, and the last, smaller one (544,768). Twice the
+    # layers means twice as many buckets of that size: each traced bucket's transfer doubles
+    # (x the parameter ratio), not a + c x (twice the bytes) along a line
+    from lumos.estimate.reshape import _capped, resize_comms
+
+    assert _capped(np.array([544_768, 1_055_232, 1_056_768, 1_057_280], dtype=np.float64))
+    assert not _capped(np.array([100_000, 400_000, 1_600_000], dtype=np.float64))
+    assert not _capped(np.array([1_000_000], dtype=np.float64))
+    workload, _ = build_workload([str(DATA / "ddp_layers_x2")])
+    out, edit = resize_comms(list(workload.graphs), 1.5, 1.0)
+    assert edit.detail.endswith("capped gradient buckets (all_reduce) change in number, not size")
+    for before, after in zip(workload.graphs, out, strict=True):
+        t = np.flatnonzero(before.tasks.comm_idx >= 0)
+        wait = before.comms.wait_ns[before.tasks.comm_idx[t]]
+        transfer = before.tasks.dur_ns[t] - wait
+        assert (after.tasks.dur_ns[t] == wait + np.rint(transfer * 1.5)).all()
