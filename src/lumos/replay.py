@@ -24,13 +24,13 @@ from lumos.graph.edits import scale_by_name
 from lumos.graph.model import DepKind, ExecGraph, Workload
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import trace_from_bytes
-from lumos.parallel import map_ranks
 from lumos.report.analysis_ranks import analyze
 from lumos.report.metrics import replay_summary
 from lumos.report.perfetto import write_chrome_trace
 from lumos.report.table import Table
 from lumos.sim import simulate
 from lumos.sim.cost import CostModel
+from lumos.shared_builds import build_ranks
 from lumos.sim.result import SimResult
 
 __all__ = [
@@ -127,13 +127,15 @@ def build_workload(
     on_done: Callable[[int], None] | None = None,
 ) -> tuple[Workload, tuple[str, ...]]:
     """Read every Kineto trace (or Chakra ET) under ``paths`` and build one graph per rank, in
-    parallel. A Chakra ET written by lumos gives back the exact graph it was converted from."""
+    parallel, once per distinct trace (:mod:`lumos.shared_builds`: ranks that recorded the same
+    bytes but for their rank share one build). A Chakra ET written by lumos gives back the exact
+    graph it was converted from."""
     refs = [r for r in expand_paths(list(paths)) if r.kind in ("kineto", "chakra")]
     if not refs:
         raise NoTracesError(
             ", ".join(str(p) for p in paths), "no Kineto trace or Chakra ET to replay"
         )
-    graphs = map_ranks(
+    graphs, _ = build_ranks(
         _build_one, refs, workers=workers, dask_address=dask_address, on_done=on_done
     )
     ranks = [g.rank for g in graphs]
