@@ -34,7 +34,7 @@ __all__ = ["rank_chunks"]
 #: Placeholders while a template is formatted (JSON text never holds raw control characters):
 #: the rank, track pid ``k`` and launch arrow ``j`` of the rank.
 _RANK, _PID, _FLOW = "\x01", "\x02{}\x03", "\x04{}\x05"
-_FIELDS = re.compile("\x01|\x02(\\d+)\x03|\x04(\\d+)\x05")
+_FIELDS = re.compile("(\x01|\x02\\d+\x03|\x04\\d+\x05)")
 
 #: The replay whose chunks worker processes format (set before they fork; see ``_template``).
 _RESULT: SimResult | None = None
@@ -65,30 +65,25 @@ def chunk_key(result: SimResult, gi: int, shift: int) -> bytes:
     return h.digest()
 
 
-def _template(gi: int, shift: int) -> str:
-    """Rank ``gi``'s chunk with its rank, pids and flow ids as ``str.format`` fields ``{r}``,
-    ``{p[k]}``, ``{f[j]}``; the tasks first, then ``"\\0"``, then the structure events."""
+def _template(gi: int, shift: int) -> tuple[list[str], list[str]]:
+    """Rank ``gi``'s task events and structure events, each split into a list where literal
+    text alternates with placeholders for its rank, its track pids and its launch arrow ids."""
     result = _RESULT
     assert result is not None
     g = result.graphs[gi]
-    t, p = g.tasks, g.processors
+    p = g.processors
     raw = list(dict.fromkeys(p.pid.tolist()))  # track k: the k-th distinct recorded pid
     pid = np.array([_PID.format(raw.index(v)) for v in p.pid.tolist()], dtype=object)
     s, e = result.starts(gi).astype(np.int64), result.ends(gi).astype(np.int64)
     _, perm = g.processor_order()
     tasks = _task_events(g, perm, pid, s, e, shift)
     structure = _span_events(result, gi, perm, pid, s, e, shift) + _launch_events(g, pid, s, shift)
-    text = ",".join(tasks) + "\0" + ",".join(structure)
-    text = text.replace("{", "{{").replace("}", "}}")
-    return _FIELDS.sub(_field, text)
+    return _FIELDS.split(",".join(tasks)), _FIELDS.split(",".join(structure))
 
 
-def _field(m: re.Match[str]) -> str:
-    if m.group(1) is not None:
-        return "{p[%s]}" % m.group(1)
-    if m.group(2) is not None:
-        return "{f[%s]}" % m.group(2)
-    return "{r}"
+def _fill(parts: list[str], fields: dict[str, str]) -> str:
+    """A template's text with a rank's own numbers in place of its placeholders."""
+    return "".join(map(fields.get, parts, parts))
 
 
 def _task_events(
@@ -171,7 +166,7 @@ def _launch_events(g: Any, pid: np.ndarray, s: np.ndarray, shift: int) -> list[s
     return out
 
 
-def _template_star(args: tuple[int, int]) -> str:
+def _template_star(args: tuple[int, int]) -> tuple[list[str], list[str]]:
     return _template(*args)
 
 
@@ -202,14 +197,21 @@ def rank_chunks(
     finally:
         _RESULT = None
     templates = dict(zip(order, made, strict=True))
+    flows = [_FLOW.format(j) for j in range(max((_launches(g) for g in graphs), default=0))]
     flow = 0
     for gi, g in enumerate(graphs):
-        tmpl = templates[rep[keys[gi]]]
-        n_launch = int((g.edges.kind == int(DepKind.LAUNCH)).sum())
-        text = tmpl.format(r=g.rank, p=track_pids[gi], f=range(flow, flow + n_launch))
-        flow += n_launch
-        tasks, _, structure = text.partition("\0")
-        yield tasks, structure
+        tasks, structure = templates[rep[keys[gi]]]
+        n = _launches(g)
+        fields = dict(zip(flows[:n], map(str, range(flow, flow + n)), strict=True))
+        fields[_RANK] = str(g.rank)
+        for k, v in enumerate(track_pids[gi]):
+            fields[_PID.format(k)] = str(v)
+        flow += n
+        yield _fill(tasks, fields), _fill(structure, fields)
+
+
+def _launches(g: Any) -> int:
+    return int((g.edges.kind == int(DepKind.LAUNCH)).sum())
 
 
 def _can_fork() -> bool:
