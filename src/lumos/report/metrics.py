@@ -379,23 +379,30 @@ def critical_path_by_op(result: SimResult, cp: CriticalPath, gi: int) -> list[di
         sel = np.flatnonzero(graph_of == of)
         local = np.asarray(cp.tasks)[sel] - int(result.task_offsets[of])
         ops = task_ops(g)[0][local].astype(np.int64)
-        ns = np.asarray(cp.task_ns)[sel]
-        gap = np.asarray(cp.gap_ns)[sel]
-        for o in np.unique(ops).tolist():
-            hit = ops == o
+        ns = np.asarray(cp.task_ns, dtype=np.int64)[sel]
+        gap = np.asarray(cp.gap_ns, dtype=np.int64)[sel]
+        suffix = "" if of == gi else f" (rank {g.rank})"
+        # per op at once (sorted by op, summed per run of equal ops: exact int64 sums)
+        order = np.argsort(ops, kind="stable")
+        o_sorted = ops[order]
+        cut = np.flatnonzero(np.r_[True, o_sorted[1:] != o_sorted[:-1]])
+        counts = np.diff(np.r_[cut, len(ops)])
+        task_sum = np.add.reduceat(ns[order], cut) if len(ops) else ns[:0]
+        gap_sum = np.add.reduceat(gap[order], cut) if len(ops) else gap[:0]
+        for o, c, tn, gn in zip(o_sorted[cut].tolist(), counts.tolist(), task_sum.tolist(),
+                                gap_sum.tolist(), strict=True):  # fmt: skip
             if o >= 0:
-                parts = [(g.names[o], hit)]
+                parts = [(g.names[o], c, tn, gn)]
             else:  # not an op: named per task (step markers, anchors), few of them
+                hit = ops == o
                 named = np.array([_not_an_op(g, int(x)) for x in local[hit].tolist()], object)
-                idx = np.flatnonzero(hit)
-                parts = [(n, _mask(len(ops), idx[named == n])) for n in sorted(set(named))]
-            for name, m in parts:
-                if of != gi:
-                    name = f"{name} (rank {g.rank})"
-                a = acc.setdefault(name, [0, 0, 0])
-                a[0] += int(m.sum())
-                a[1] += int(ns[m].sum())
-                a[2] += int(gap[m].sum())
+                parts = [(n, int((named == n).sum()), int(ns[hit][named == n].sum()),
+                          int(gap[hit][named == n].sum())) for n in sorted(set(named))]  # fmt: skip
+            for name, count, task_ns, delay_ns in parts:
+                a = acc.setdefault(name + suffix, [0, 0, 0])
+                a[0] += count
+                a[1] += task_ns
+                a[2] += delay_ns
     length = max(cp.length_ns, 1)
     ranked = sorted(acc.items(), key=lambda kv: (-kv[1][1] - kv[1][2], kv[0]))
     return [
@@ -441,12 +448,6 @@ def critical_path_by_kernel(result: SimResult, cp: CriticalPath, gi: int) -> lis
         for name, a in ranked
         if a[1] + a[2] > 0
     ]  # fmt: skip
-
-
-def _mask(n: int, where: NDArray[np.int64]) -> NDArray[np.bool_]:
-    m = np.zeros(n, dtype=bool)
-    m[where] = True
-    return m
 
 
 def _not_an_op(g: ExecGraph, task: int) -> str:
