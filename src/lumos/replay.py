@@ -24,13 +24,13 @@ from lumos.graph.edits import scale_by_name
 from lumos.graph.model import DepKind, ExecGraph, Workload
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import trace_from_bytes
+from lumos.replay_ranks import rank_summaries
 from lumos.report.analysis_ranks import analyze
-from lumos.report.metrics import replay_summary
 from lumos.report.perfetto import write_chrome_trace
 from lumos.report.table import Table
+from lumos.shared_builds import build_ranks
 from lumos.sim import simulate
 from lumos.sim.cost import CostModel
-from lumos.shared_builds import build_ranks
 from lumos.sim.result import SimResult
 
 __all__ = [
@@ -233,9 +233,7 @@ def replay(
     cut = tuple(k for k in without if k != "launch")
     edited = w.replace_graphs(apply_edits(g, cut, scale) for g in w.graphs)
     result = simulate(edited, cost_model, launch_paces="launch" not in without)
-    summaries = tuple(
-        replay_summary(result, gi, recorded=w.graphs[gi]) for gi in range(len(edited.graphs))
-    )
+    summaries = rank_summaries(result, w.graphs)
     return Replay(
         edited, result, summaries, tuple(without), tuple(scale), tuple(sources), recorded=w
     )

@@ -45,6 +45,7 @@ __all__ = [
     "critical_path",
     "critical_path_by_kernel",
     "critical_path_by_op",
+    "critical_path_summary",
     "gpu_intervals",
     "graph_breakdown",
     "graph_sm_utilization",
@@ -465,6 +466,18 @@ def _not_an_op(g: ExecGraph, task: int) -> str:
 CRITICAL_PATH_TOP_OPS = 10
 
 
+def critical_path_summary(result: SimResult, gi: int) -> dict[str, Any]:
+    """The critical-path entries of :func:`replay_summary` for graph ``gi``."""
+    cp = critical_path(result, gi if len(result.graphs) > 1 else None)
+    return {
+        "critical_path": cp.share,
+        "critical_path_ns": cp.kind_ns,
+        "critical_path_delay_ns": cp.delay_ns,
+        "critical_path_ops": critical_path_by_op(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
+        "critical_path_kernels": critical_path_by_kernel(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
+    }
+
+
 def replay_summary(
     result: SimResult,
     gi: int = 0,
@@ -505,7 +518,6 @@ def replay_summary(
     streams = np.flatnonzero(p.kind == ProcessorKind.STREAM)
     device = int(p.device[streams].min()) if len(streams) else -1
     errors = [abs(s["error"]) for s in steps if s["error"] is not None]
-    cp = critical_path(result, gi if len(result.graphs) > 1 else None)
     span = max(int(measured[1]) - int(measured[0]), int(predicted[1]) - int(predicted[0]), 0)
     bin_ns = max(bin_ns, -(-span // MAX_SM_BINS))  # wider bins past MAX_SM_BINS: bounded output
     return {
@@ -526,11 +538,7 @@ def replay_summary(
             "measured": graph_sm_utilization(g, rec_s, rec_e, *measured, device, bin_ns).tolist(),
             "predicted": graph_sm_utilization(g, sim_s, sim_e, *predicted, device, bin_ns).tolist(),
         },
-        "critical_path": cp.share,
-        "critical_path_ns": cp.kind_ns,
-        "critical_path_delay_ns": cp.delay_ns,
-        "critical_path_ops": critical_path_by_op(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
-        "critical_path_kernels": critical_path_by_kernel(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
+        **critical_path_summary(result, gi),
         "makespan_ns": result.makespan_ns,
         "time_classes": step_time_classes(g),
         "calibration": dict(g.calibration),
