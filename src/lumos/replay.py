@@ -254,8 +254,8 @@ def write_replay(
     doc["perfetto"] = {"replay": names["perfetto"]}
     with atomic_outputs(out, names["replay"]) as tmp:
         with atomic_write(tmp / names["replay"]) as f:
-            json.dump(doc, f, indent=1, sort_keys=True, allow_nan=False)
-            f.write("\n")
+            # one string, one write (json.dump writes each of its many pieces)
+            f.write(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")
         write_chrome_trace(tmp / names["perfetto"], rep.workload, rep.result)
         with atomic_write(tmp / names["sm_util"]) as f:
             f.write("rank,bin,start_ns,measured,predicted\n")
