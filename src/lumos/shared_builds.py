@@ -2,7 +2,7 @@
 
 A job's ranks often record the same bytes but for who they are: a replicated or synthetic run,
 or ranks that ran the same program in lockstep. :func:`build_ranks` reads every trace once
-(in parallel, :mod:`lumos.parallel`) to take its *fingerprint*: a digest of the decompressed
+(in threads) to take its *fingerprint*: a digest of the decompressed
 payload with the two numbers of its top-level ``distributedInfo`` that name the rank
 (``"rank"``, ``"world_size"``) left out. Traces with equal fingerprints differ in those two
 numbers only, so the graph of one (its *representative*) is every other's graph with its rank
@@ -22,11 +22,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from lumos.graph.model import ExecGraph
 from lumos.ingest.detect import TraceRef
-from lumos.parallel import map_ranks
+from lumos.parallel import default_workers, map_ranks
 
 __all__ = ["Fingerprint", "build_ranks", "fingerprint", "fingerprint_bytes"]
 
@@ -116,7 +117,7 @@ def build_ranks(
     ready."""
     if len(refs) <= 1:
         return map_ranks(build, refs, workers=workers, on_done=on_done), len(refs)
-    fps = map_ranks(fingerprint, refs, workers=workers, dask_address=dask_address)
+    fps = _fingerprints(refs, workers)
     first: dict[bytes, int] = {}
     for i, fp in enumerate(fps):
         first.setdefault(fp.digest if fp.shareable else b"%d" % i, i)
@@ -147,6 +148,16 @@ def build_ranks(
     out = [g for g in graphs if g is not None]
     assert len(out) == len(refs)
     return out, len(reps) + len(own)
+
+
+def _fingerprints(refs: Sequence[TraceRef], workers: int | None) -> list[Fingerprint]:
+    """Every trace's fingerprint, in threads of this process: reading, decompressing and
+    hashing release the GIL, and nothing is sent to another process."""
+    n = default_workers() if workers is None else max(1, workers)
+    if n == 1:
+        return [fingerprint(r) for r in refs]
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(fingerprint, refs))
 
 
 def _restamp(graphs: list[ExecGraph | None], fps: Sequence[Fingerprint], rep: int, i: int) -> bool:
