@@ -120,7 +120,7 @@ def _chakra_graph(ref: TraceRef) -> ExecGraph:
 
 
 def build_workload(
-    paths: Sequence[str | os.PathLike[str]],
+    paths: Sequence[str | os.PathLike[str] | TraceRef],
     *,
     workers: int | None = None,
     dask_address: str | None = None,
@@ -129,8 +129,9 @@ def build_workload(
     """Read every Kineto trace (or Chakra ET) under ``paths`` and build one graph per rank, in
     parallel, once per distinct trace (:mod:`lumos.shared_builds`: ranks that recorded the same
     bytes but for their rank share one build). A Chakra ET written by lumos gives back the exact
-    graph it was converted from."""
-    refs = [r for r in expand_paths(list(paths)) if r.kind in ("kineto", "chakra")]
+    graph it was converted from. ``paths`` may be the traces :func:`expand_paths` found."""
+    found = [r for p in paths for r in ([p] if isinstance(p, TraceRef) else expand_paths([p]))]
+    refs = [r for r in found if r.kind in ("kineto", "chakra")]
     if not refs:
         raise NoTracesError(
             ", ".join(str(p) for p in paths), "no Kineto trace or Chakra ET to replay"

@@ -204,8 +204,8 @@ def rank_chunks(
         n = _launches(g)
         fields = dict(zip(flows[:n], map(str, range(flow, flow + n)), strict=True))
         fields[_RANK] = str(g.rank)
-        for k, v in enumerate(track_pids[gi]):
-            fields[_PID.format(k)] = str(v)
+        for track, v in enumerate(track_pids[gi]):
+            fields[_PID.format(track)] = str(v)
         flow += n
         yield _fill(tasks, fields), _fill(structure, fields)
 
