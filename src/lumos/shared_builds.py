@@ -14,7 +14,8 @@ the rank (the graph's world size then depends on the rank), and sends/receives w
 inferred from the rank (diagnostic ``p2p_peer_inferred_from_group_of_two``). The representative
 must also read back the rank and world size the fingerprint found, so that the numbers left out
 are the ones the build stamps. Chakra ETs and traces without such a ``distributedInfo`` are
-built one by one, as before.
+built one by one, as before. The cost for a job of distinct traces: each is read once more, to
+hash it. A build that fails names the representative's file (its copies hold the same bytes).
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def build_ranks(
     in parallel; also returns how many builds ran. ``on_done(i)`` as trace ``i``'s graph is
     ready."""
     if len(refs) <= 1:
-        return map_ranks(build, refs, workers=workers, on_done=on_done), len(refs)
+        graphs = map_ranks(build, refs, workers=workers, dask_address=dask_address, on_done=on_done)
+        return graphs, len(refs)
     fps = _fingerprints(refs, workers)
     first: dict[bytes, int] = {}
     for i, fp in enumerate(fps):

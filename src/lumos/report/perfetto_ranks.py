@@ -9,7 +9,8 @@ shift, and on three numbers that differ between ranks: the rank, its track pids
 (``(rank + 1) * 1000 + k``) and the id of its first launch arrow. Ranks whose chunks depend on
 equal tables and times (a digest of them is the *chunk key*: re-stamped builds of one trace, see
 :mod:`lumos.shared_builds`, that the simulation timed alike) share one *template*: the chunk
-formatted once with those three numbers left as fields, filled in per rank by ``str.format``.
+formatted once with those three numbers left as placeholders, split at them, and joined per rank
+with its own numbers.
 Templates of distinct keys are formatted in worker processes (:mod:`lumos.parallel`), each with
 vectorised columns (numpy, then one f-string per event; no dict per event).
 """
