@@ -117,8 +117,8 @@ def build_ranks(
     in parallel; also returns how many builds ran. ``on_done(i)`` as trace ``i``'s graph is
     ready."""
     if len(refs) <= 1:
-        graphs = map_ranks(build, refs, workers=workers, dask_address=dask_address, on_done=on_done)
-        return graphs, len(refs)
+        one = map_ranks(build, refs, workers=workers, dask_address=dask_address, on_done=on_done)
+        return one, len(refs)
     fps = _fingerprints(refs, workers)
     first: dict[bytes, int] = {}
     for i, fp in enumerate(fps):
