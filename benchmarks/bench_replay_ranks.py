@@ -8,7 +8,9 @@ saying rank ``r + 8k`` of ``--ranks`` (what a user's directory of a replicated o
 holds). Then ``lumos replay RUN -o OUT`` runs as a user runs it (a fresh process: imports,
 reading, building, simulating, every output written), the best of ``--repeat``; prints its wall
 seconds, the traces' and the outputs' MB and tasks/s. ``--stages`` also times the stages in
-this process (build_workload, replay, write_replay), the best of ``--repeat``.
+this process (build_workload, replay, write_replay), the best of ``--repeat``. ``--distinct``
+makes every copy a distinct trace (copy ``k``'s first kernel lasts ``k`` us longer): no build or
+output is shared, the cost of a job whose ranks all recorded different bytes.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ _INFO = re.compile(
 )
 
 
-def write_run(run: Path, ranks: int) -> int:
+_DUR = re.compile(rb'"dur"\s*:\s*(\d+)')
+
+
+def write_run(run: Path, ranks: int, distinct: bool = False) -> int:
     """Write the replicated run directory; returns its size in bytes."""
     refs = [r for r in expand_paths([trace_or_exit("dlrm_kineto_8rank")]) if r.kind == "kineto"]
     base = [r.read() for r in refs]
@@ -42,6 +47,9 @@ def write_run(run: Path, ranks: int) -> int:
                 raise SystemExit("dlrm_kineto_8rank: no distributedInfo rank / world_size")
             rank = int(m.group(2)) + len(base) * k
             out = data[: m.start(2)] + b"%d" % rank + m.group(3) + b"%d" % ranks + data[m.end(4) :]
+            d = _DUR.search(out, out.index(b'"cat": "kernel"')) if distinct and k else None
+            if d is not None:
+                out = out[: d.start(1)] + b"%d" % (int(d.group(1)) + k) + out[d.end(1) :]
             (run / f"rank{rank:04d}.pt.trace.json").write_bytes(out)
             size += len(out)
     return size
@@ -62,11 +70,12 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--stages", action="store_true")
+    ap.add_argument("--distinct", action="store_true", help="every rank a distinct trace")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="lumos-ranks-") as tmp:
         run, out = Path(tmp) / "run", Path(tmp) / "out"
         run.mkdir()
-        size = write_run(run, a.ranks)
+        size = write_run(run, a.ranks, a.distinct)
         cmd = [sys.executable, "-m", "lumos", "replay", str(run), "-o", str(out)]
         subprocess.run(cmd, check=True, capture_output=True)  # numba's cache, page cache
         best = float("inf")
@@ -76,7 +85,8 @@ def main() -> None:
             best = min(best, time.perf_counter() - t0)
         tasks = (out / "replay.perfetto.json").read_bytes().count(b'"task_idx":')  # one a task
         out_mb = sum(f.stat().st_size for f in out.iterdir()) / 1e6
-        print(f"{a.ranks} ranks, {size / 1e6:.0f} MB of Kineto traces, {tasks} tasks")
+        what = "distinct" if a.distinct else "replicated"
+        print(f"{a.ranks} ranks, {size / 1e6:.0f} MB of Kineto traces ({what}), {tasks} tasks")
         print(f"lumos replay RUN -o OUT (end to end, best of {a.repeat}): {best:.2f} s, "
               f"{tasks / best:.0f} tasks/s, {out_mb:.0f} MB written")  # fmt: skip
         if a.stages:

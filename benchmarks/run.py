@@ -224,7 +224,7 @@ BENCHES = [
         {
             "ranks": r"(\d+) ranks, [\d.]+ MB of Kineto traces",
             "mb": r"ranks, ([\d.]+) MB of Kineto traces",
-            "tasks": r"MB of Kineto traces, (\d+) tasks",
+            "tasks": r"MB of Kineto traces \(\w+\), (\d+) tasks",
             "wall": r"\(end to end, best of \d+\): ([\d.]+) s",
             "tps": r"\(end to end, best of \d+\): [\d.]+ s, (\d+) tasks/s",
             "out": r"tasks/s, (\d+) MB written",
