@@ -217,6 +217,25 @@ BENCHES = [
         ),
     ),
     Bench(
+        "replay_ranks",
+        "bench_replay_ranks.py",
+        ["--ranks", "256", "--repeat", "3"],
+        ["--ranks", "64", "--repeat", "2"],
+        {
+            "ranks": r"(\d+) ranks, [\d.]+ MB of Kineto traces",
+            "mb": r"ranks, ([\d.]+) MB of Kineto traces",
+            "tasks": r"MB of Kineto traces \(\w+\), (\d+) tasks",
+            "wall": r"\(end to end, best of \d+\): ([\d.]+) s",
+            "tps": r"\(end to end, best of \d+\): [\d.]+ s, (\d+) tasks/s",
+            "out": r"tasks/s, (\d+) MB written",
+        },
+        (
+            "`lumos replay RUN -o DIR` end to end, the 8-rank DLRM job replicated to {ranks} "
+            "ranks on disk ({mb} MB of traces)",
+            "{wall} s for {tasks} tasks ({tps} tasks/s), every output written ({out} MB)",
+        ),
+    ),
+    Bench(
         "first_run",
         "bench_first_run.py",
         ["--repeat", "3"],

@@ -24,11 +24,11 @@ from lumos.graph.edits import scale_by_name
 from lumos.graph.model import DepKind, ExecGraph, Workload
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import trace_from_bytes
-from lumos.parallel import map_ranks
+from lumos.replay_ranks import rank_summaries
 from lumos.report.analysis_ranks import analyze
-from lumos.report.metrics import replay_summary
 from lumos.report.perfetto import write_chrome_trace
 from lumos.report.table import Table
+from lumos.shared_builds import build_ranks
 from lumos.sim import simulate
 from lumos.sim.cost import CostModel
 from lumos.sim.result import SimResult
@@ -120,20 +120,23 @@ def _chakra_graph(ref: TraceRef) -> ExecGraph:
 
 
 def build_workload(
-    paths: Sequence[str | os.PathLike[str]],
+    paths: Sequence[str | os.PathLike[str] | TraceRef],
     *,
     workers: int | None = None,
     dask_address: str | None = None,
     on_done: Callable[[int], None] | None = None,
 ) -> tuple[Workload, tuple[str, ...]]:
     """Read every Kineto trace (or Chakra ET) under ``paths`` and build one graph per rank, in
-    parallel. A Chakra ET written by lumos gives back the exact graph it was converted from."""
-    refs = [r for r in expand_paths(list(paths)) if r.kind in ("kineto", "chakra")]
+    parallel, once per distinct trace (:mod:`lumos.shared_builds`: ranks that recorded the same
+    bytes but for their rank share one build). A Chakra ET written by lumos gives back the exact
+    graph it was converted from. ``paths`` may be the traces :func:`expand_paths` found."""
+    found = [r for p in paths for r in ([p] if isinstance(p, TraceRef) else expand_paths([p]))]
+    refs = [r for r in found if r.kind in ("kineto", "chakra")]
     if not refs:
         raise NoTracesError(
             ", ".join(str(p) for p in paths), "no Kineto trace or Chakra ET to replay"
         )
-    graphs = map_ranks(
+    graphs, _ = build_ranks(
         _build_one, refs, workers=workers, dask_address=dask_address, on_done=on_done
     )
     ranks = [g.rank for g in graphs]
@@ -231,9 +234,7 @@ def replay(
     cut = tuple(k for k in without if k != "launch")
     edited = w.replace_graphs(apply_edits(g, cut, scale) for g in w.graphs)
     result = simulate(edited, cost_model, launch_paces="launch" not in without)
-    summaries = tuple(
-        replay_summary(result, gi, recorded=w.graphs[gi]) for gi in range(len(edited.graphs))
-    )
+    summaries = rank_summaries(result, w.graphs)
     return Replay(
         edited, result, summaries, tuple(without), tuple(scale), tuple(sources), recorded=w
     )
@@ -254,8 +255,8 @@ def write_replay(
     doc["perfetto"] = {"replay": names["perfetto"]}
     with atomic_outputs(out, names["replay"]) as tmp:
         with atomic_write(tmp / names["replay"]) as f:
-            json.dump(doc, f, indent=1, sort_keys=True, allow_nan=False)
-            f.write("\n")
+            # one string, one write (json.dump writes each of its many pieces)
+            f.write(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")
         write_chrome_trace(tmp / names["perfetto"], rep.workload, rep.result)
         with atomic_write(tmp / names["sm_util"]) as f:
             f.write("rank,bin,start_ns,measured,predicted\n")

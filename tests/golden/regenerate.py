@@ -9,6 +9,7 @@ committing a regenerated file, it is a change of lumos's behaviour.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import tempfile
@@ -32,10 +33,26 @@ def replay_golden(trace: Path) -> str:
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
 
+def replay_digests(trace: Path) -> str:
+    """``lumos replay TRACE`` -> the SHA-256 and size of each file it writes (replay.json with
+    its ``sources`` replaced), as JSON: outputs too big to keep, kept byte for byte."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        if lumos_main(["replay", str(trace), "-o", str(out)]) != 0:
+            raise SystemExit(f"lumos replay {trace} failed")
+        files = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    files["replay.json"] = files["replay.json"].replace(str(trace).encode(), b"<trace>")
+    doc = {n: {"sha256": hashlib.sha256(b).hexdigest(), "bytes": len(b)} for n, b in files.items()}
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
 def main() -> int:
     trace = realdata_or_exit(TRACES["cuda_event_sync"])
     target = GOLDEN / "replay_cuda_event_sync.json"
     target.write_text(replay_golden(trace))
+    print(f"wrote {target}", file=sys.stderr)
+    target = GOLDEN / "replay_dlrm_8rank.sha256.json"
+    target.write_text(replay_digests(realdata_or_exit(TRACES["dlrm_kineto_8rank"])))
     print(f"wrote {target}", file=sys.stderr)
     return 0
 

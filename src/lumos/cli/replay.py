@@ -66,19 +66,20 @@ def run(args: argparse.Namespace) -> int:
     """Replay, print the table, write the outputs."""
     if getattr(args, "chakra_only", False):
         return _run_chakra_only(args)
-    if _beside_astra_configs(args.paths) and not (args.without or args.scale):
+    found = _expanded(args.paths)  # once: a run of many ranks has many files to sniff
+    if found is not None and _beside_astra_configs(found) and not (args.without or args.scale):
         print("ASTRA-sim configs (network.yml) lie beside these Chakra ETs: replaying them as "
               "ASTRA-sim does (--chakra-only)")  # fmt: skip
         return _run_chakra_only(args)
     without = tuple(w.strip() for w in args.without.split(",") if w.strip())
     scale = parse_scale(args.scale)
-    refs = expand_paths(args.paths)
+    refs = expand_paths(args.paths) if found is None else found  # raises what it found wrong
     n = len(refs)
     # compile the simulator (if not cached yet) while the traces are read, or after small ones
     warm_in_background(input_bytes=_input_bytes(refs))
     with progress_bar("building graphs", n) as advance:
         workload, sources = build_workload(
-            args.paths, workers=args.workers, dask_address=args.dask, on_done=advance
+            refs, workers=args.workers, dask_address=args.dask, on_done=advance
         )
     rep = replay(workload, without=without, scale=scale, sources=sources)
     paths = write_replay(rep, args.out, perfetto=args.perfetto)
@@ -90,16 +91,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _beside_astra_configs(paths: list[str]) -> bool:
-    """True when every input is a Chakra ET with ASTRA-sim's network.yml in its directory
-    (what ``convert --target astra-sim`` and ``chakra generate --target astra-sim`` write)."""
+def _expanded(paths: list[str]) -> list[TraceRef] | None:
+    """The traces under ``paths``, or None when expanding them fails (the error is raised
+    again where the replay needs them, after the option checks)."""
     from lumos.errors import LumosError
 
     items: list[str | os.PathLike[str]] = list(paths)
     try:
-        refs = expand_paths(items)
+        return expand_paths(items)
     except LumosError:
-        return False
+        return None
+
+
+def _beside_astra_configs(refs: list[TraceRef]) -> bool:
+    """True when every input is a Chakra ET with ASTRA-sim's network.yml in its directory
+    (what ``convert --target astra-sim`` and ``chakra generate --target astra-sim`` write)."""
     return bool(refs) and all(r.kind == "chakra" and r.member is None
                               and (Path(r.path).parent / "network.yml").is_file() for r in refs)  # fmt: skip
 

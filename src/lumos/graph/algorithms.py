@@ -157,6 +157,7 @@ def match_collectives(workload: Workload) -> CollectiveGroups:
     no_seq = sorted({r[2] for r in rows if r[3] not in _P2P and r[4] < 0})
     counters: dict[tuple[Any, ...], int] = {}
     members: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+    ranks_of: dict[tuple[Any, ...], set[int]] = {}  # graphs in members[key]
     order: list[tuple[Any, ...]] = []
     # rows are grouped by graph (rank order), then recorded start within the graph
     for gi, task, pg, kind, seq, peer, _ts in rows:
@@ -173,15 +174,17 @@ def match_collectives(workload: Workload) -> CollectiveGroups:
         else:
             key = ("coll", pg, "seq", seq)
         group = members.setdefault(key, [])
+        ranks_in = ranks_of.setdefault(key, set())
         if not group:
             order.append(key)
-        if any(m[0] == gi for m in group):
+        if gi in ranks_in:
             diags.warn("collective_duplicate_rank", f"rank {rank} task {task} key {key}")
             solo = ("dup", gi, task)
             members[solo] = [(gi, task)]
             order.append(solo)
             continue
         group.append((gi, task))
+        ranks_in.add(gi)
 
     sizes = [len(members[k]) for k in order]
     indptr = np.zeros(len(order) + 1, dtype=np.int64)

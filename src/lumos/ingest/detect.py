@@ -17,7 +17,8 @@ from lumos.errors import InputError, NoTracesError
 __all__ = ["TraceKind", "TraceRef", "expand_paths", "sniff_kind"]
 
 TraceKind = Literal["kineto", "pytorch_et", "chakra"]
-_KEY_RE = re.compile(rb'"(traceEvents|nodes|schema)"\s*:')
+_KEYS = (b'"traceEvents"', b'"nodes"', b'"schema"')
+_COLON = re.compile(rb"\s*:")
 _SKIP_NAMES = {"run.json", "MANIFEST.json", "replay.json"}
 
 
@@ -25,7 +26,7 @@ def sniff_kind(payload: bytes) -> TraceKind | None:
     """The kind of a decompressed payload, judged from its first 64 KiB."""
     head = payload[:65536].lstrip()
     if head[:1] in (b"{", b"["):
-        keys = {m.group(1) for m in _KEY_RE.finditer(head)}
+        keys = {k.strip(b'"') for k in _KEYS if _is_key(head, k)}
         if b"traceEvents" in keys or head[:1] == b"[":
             return "kineto"
         if b"nodes" in keys or b"schema" in keys:
@@ -36,6 +37,17 @@ def sniff_kind(payload: bytes) -> TraceKind | None:
     if payload[:1] and payload[0] >= 0x80 and b"\x0a" in payload[1:6]:
         return "chakra"
     return None
+
+
+def _is_key(head: bytes, key: bytes) -> bool:
+    """Whether ``key`` (quoted) occurs in ``head`` followed by a colon (bytes.find: far faster
+    than a regex scan over the 64 KiB)."""
+    i = head.find(key)
+    while i >= 0:
+        if _COLON.match(head, i + len(key)):
+            return True
+        i = head.find(key, i + 1)
+    return False
 
 
 class TraceRef:

@@ -45,6 +45,7 @@ __all__ = [
     "critical_path",
     "critical_path_by_kernel",
     "critical_path_by_op",
+    "critical_path_summary",
     "gpu_intervals",
     "graph_breakdown",
     "graph_sm_utilization",
@@ -379,23 +380,30 @@ def critical_path_by_op(result: SimResult, cp: CriticalPath, gi: int) -> list[di
         sel = np.flatnonzero(graph_of == of)
         local = np.asarray(cp.tasks)[sel] - int(result.task_offsets[of])
         ops = task_ops(g)[0][local].astype(np.int64)
-        ns = np.asarray(cp.task_ns)[sel]
-        gap = np.asarray(cp.gap_ns)[sel]
-        for o in np.unique(ops).tolist():
-            hit = ops == o
+        ns = np.asarray(cp.task_ns, dtype=np.int64)[sel]
+        gap = np.asarray(cp.gap_ns, dtype=np.int64)[sel]
+        suffix = "" if of == gi else f" (rank {g.rank})"
+        # per op at once (sorted by op, summed per run of equal ops: exact int64 sums)
+        order = np.argsort(ops, kind="stable")
+        o_sorted = ops[order]
+        cut = np.flatnonzero(np.r_[True, o_sorted[1:] != o_sorted[:-1]])
+        counts = np.diff(np.r_[cut, len(ops)])
+        task_sum = np.add.reduceat(ns[order], cut) if len(ops) else ns[:0]
+        gap_sum = np.add.reduceat(gap[order], cut) if len(ops) else gap[:0]
+        for o, c, tn, gn in zip(o_sorted[cut].tolist(), counts.tolist(), task_sum.tolist(),
+                                gap_sum.tolist(), strict=True):  # fmt: skip
             if o >= 0:
-                parts = [(g.names[o], hit)]
+                parts = [(g.names[o], c, tn, gn)]
             else:  # not an op: named per task (step markers, anchors), few of them
+                hit = ops == o
                 named = np.array([_not_an_op(g, int(x)) for x in local[hit].tolist()], object)
-                idx = np.flatnonzero(hit)
-                parts = [(n, _mask(len(ops), idx[named == n])) for n in sorted(set(named))]
-            for name, m in parts:
-                if of != gi:
-                    name = f"{name} (rank {g.rank})"
-                a = acc.setdefault(name, [0, 0, 0])
-                a[0] += int(m.sum())
-                a[1] += int(ns[m].sum())
-                a[2] += int(gap[m].sum())
+                parts = [(n, int((named == n).sum()), int(ns[hit][named == n].sum()),
+                          int(gap[hit][named == n].sum())) for n in sorted(set(named))]  # fmt: skip
+            for name, count, task_ns, delay_ns in parts:
+                a = acc.setdefault(name + suffix, [0, 0, 0])
+                a[0] += count
+                a[1] += task_ns
+                a[2] += delay_ns
     length = max(cp.length_ns, 1)
     ranked = sorted(acc.items(), key=lambda kv: (-kv[1][1] - kv[1][2], kv[0]))
     return [
@@ -443,12 +451,6 @@ def critical_path_by_kernel(result: SimResult, cp: CriticalPath, gi: int) -> lis
     ]  # fmt: skip
 
 
-def _mask(n: int, where: NDArray[np.int64]) -> NDArray[np.bool_]:
-    m = np.zeros(n, dtype=bool)
-    m[where] = True
-    return m
-
-
 def _not_an_op(g: ExecGraph, task: int) -> str:
     ev = int(g.tasks.event_idx[task])
     if ev == MARK:  # the zero-cost task where a step begins: the path waited for the step
@@ -462,6 +464,18 @@ def _not_an_op(g: ExecGraph, task: int) -> str:
 
 #: Ops (and kernels) on the critical path that a replay summary lists per rank.
 CRITICAL_PATH_TOP_OPS = 10
+
+
+def critical_path_summary(result: SimResult, gi: int) -> dict[str, Any]:
+    """The critical-path entries of :func:`replay_summary` for graph ``gi``."""
+    cp = critical_path(result, gi if len(result.graphs) > 1 else None)
+    return {
+        "critical_path": cp.share,
+        "critical_path_ns": cp.kind_ns,
+        "critical_path_delay_ns": cp.delay_ns,
+        "critical_path_ops": critical_path_by_op(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
+        "critical_path_kernels": critical_path_by_kernel(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
+    }
 
 
 def replay_summary(
@@ -504,7 +518,6 @@ def replay_summary(
     streams = np.flatnonzero(p.kind == ProcessorKind.STREAM)
     device = int(p.device[streams].min()) if len(streams) else -1
     errors = [abs(s["error"]) for s in steps if s["error"] is not None]
-    cp = critical_path(result, gi if len(result.graphs) > 1 else None)
     span = max(int(measured[1]) - int(measured[0]), int(predicted[1]) - int(predicted[0]), 0)
     bin_ns = max(bin_ns, -(-span // MAX_SM_BINS))  # wider bins past MAX_SM_BINS: bounded output
     return {
@@ -525,11 +538,7 @@ def replay_summary(
             "measured": graph_sm_utilization(g, rec_s, rec_e, *measured, device, bin_ns).tolist(),
             "predicted": graph_sm_utilization(g, sim_s, sim_e, *predicted, device, bin_ns).tolist(),
         },
-        "critical_path": cp.share,
-        "critical_path_ns": cp.kind_ns,
-        "critical_path_delay_ns": cp.delay_ns,
-        "critical_path_ops": critical_path_by_op(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
-        "critical_path_kernels": critical_path_by_kernel(result, cp, gi)[:CRITICAL_PATH_TOP_OPS],
+        **critical_path_summary(result, gi),
         "makespan_ns": result.makespan_ns,
         "time_classes": step_time_classes(g),
         "calibration": dict(g.calibration),

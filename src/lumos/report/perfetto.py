@@ -32,8 +32,8 @@ import numpy as np
 
 from lumos._io import atomic_write
 from lumos.graph.build_ranks import shared_clock_origin
-from lumos.graph.model import ExecGraph, ProcessorKind, TaskKind, Workload
-from lumos.report.perfetto_structure import exact_us, structure_events
+from lumos.graph.model import DepKind, ExecGraph, ProcessorKind, TaskKind, Workload
+from lumos.report.perfetto_structure import critical_path_events, exact_us, structure_events
 from lumos.sim.result import SimResult
 
 __all__ = ["to_chrome_trace", "write_chrome_trace"]
@@ -151,6 +151,9 @@ def _write_events(f: IO[str], result: SimResult, align_to_trace: bool) -> None:
     encode = json.JSONEncoder(
         separators=(",", ":"), sort_keys=True
     ).encode  # one, not one per event
+    if len(result.graphs) > 1:  # rank by rank, shared structure formatted once
+        _write_ranks(f, result, list(_tracks(result, align_to_trace)), encode)
+        return
     kind_names = [dump(k.name.lower()) for k in TaskKind]
     first = True
     tracks: list[tuple[dict[int, int], int]] = []
@@ -175,6 +178,34 @@ def _write_events(f: IO[str], result: SimResult, align_to_trace: bool) -> None:
     for ev in structure_events(result, tracks):
         f.write(("" if first else ",") + encode(ev))
         first = False
+
+
+def _write_ranks(f: IO[str], result: SimResult, tracks: list[tuple[int, Any]], encode: Any) -> None:
+    """:func:`_write_events` of a multi-rank replay (:mod:`lumos.report.perfetto_ranks`)."""
+    from lumos.report.perfetto_ranks import rank_chunks
+
+    structure: list[str] = []
+    first = True
+    shifts = [shift for _, (_, shift, _, _) in tracks]
+    pids = [list(track_pid.values()) for _, (_, _, _, track_pid) in tracks]
+    for (_, (meta, _, _, _)), (tasks, spans) in zip(tracks, rank_chunks(result, shifts, pids),
+                                                    strict=True):  # fmt: skip
+        for text in [*(encode(ev) for ev in meta), tasks]:
+            if text:
+                f.write(("" if first else ",") + text)
+                first = False
+        if spans:
+            structure.append(spans)
+    cp = critical_path_events(
+        result, [(tp, shift) for _, (_, shift, _, tp) in tracks], _launch_count(result)
+    )
+    for text in [*structure, *(encode(ev) for ev in cp)]:
+        f.write(("" if first else ",") + text)
+        first = False
+
+
+def _launch_count(result: SimResult) -> int:
+    return sum(int((g.edges.kind == int(DepKind.LAUNCH)).sum()) for g in result.graphs)
 
 
 def write_chrome_trace(

@@ -29,7 +29,7 @@ from lumos.graph.model import AnnotationKind, DepKind
 from lumos.report.metrics import critical_path
 from lumos.sim.result import SimResult
 
-__all__ = ["exact_us", "structure_events"]
+__all__ = ["critical_path_events", "exact_us", "structure_events"]
 
 #: Per graph: ``(track pid of each recorded pid, time shift in ns)`` as the task events use.
 Tracks = Sequence[tuple[dict[int, int], int]]
@@ -94,6 +94,12 @@ def structure_events(result: SimResult, tracks: Tracks) -> list[dict[str, Any]]:
             events.extend(_arrow(flow_id, "launch", _at(result, gi, src, tracks, int(s[src])),
                                  _at(result, gi, dst, tracks, int(s[dst]))))  # fmt: skip
             flow_id += 1
+    return events + critical_path_events(result, tracks, flow_id)
+
+
+def critical_path_events(result: SimResult, tracks: Tracks, flow_id: int) -> list[dict[str, Any]]:
+    """The arrows where the critical path moves to another track, ids from ``flow_id`` on."""
+    events: list[dict[str, Any]] = []
     if result.graphs and len(result.start_ns):
         cp = critical_path(result)
         proc = [g.tasks.processor_idx for g in result.graphs]
