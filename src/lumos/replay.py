@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,3 +270,16 @@ def write_replay(
                     p = f"{pred[i]:.4f}" if i < len(pred) else ""
                     f.write(f"{s['rank']},{i},{i * sm['bin_ns']},{m},{p}\n")
     return {k: out / v for k, v in names.items()}
+
+
+class _CallableModule(types.ModuleType):
+    """``lumos.replay`` is both this module and the function :func:`replay`: importing the
+    module (``from lumos.replay import build_workload``) makes the package attribute the
+    module, so calling the module calls the function and ``lumos.replay(graph)`` works either
+    way."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Replay:
+        return replay(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
