@@ -1,7 +1,7 @@
 """Measured ground truth for what-if estimates: pairs of configurations run in one job.
 
     .venv/bin/python benchmarks/whatif_pairs.py [-o /work/pairs] [--only NAME ...] [--steps 6]
-        [--arch gpt|llama] [--estimate] [--baseline-hints] [--list]
+        [--arch gpt|llama] [--plain] [--estimate] [--baseline-hints] [--list]
 
 For each pair of the table (:data:`PAIRS`), runs ONE torchrun job of 2 ranks on CPU (gloo,
 ``OMP_NUM_THREADS=1``, one intra-op thread per rank) of the bundled GPT workload with
@@ -76,7 +76,7 @@ def _flags(d: dict[str, int]) -> list[str]:
 
 
 def run_pair(
-    pair: Pair, out: Path, steps: int, timeout_s: float, arch: str = "gpt"
+    pair: Pair, out: Path, steps: int, timeout_s: float, arch: str = "gpt", plain: bool = False
 ) -> dict[str, Any]:
     """Run, split and measure one pair; returns its ``pairs.json`` entry."""
     root = out / pair.name
@@ -85,7 +85,7 @@ def run_pair(
     run_dir = root / "run"
     change = ",".join(f"{k}={v}" for k, v in sorted(pair.change.items()))
     args = ["--mode", pair.mode, "--arch", arch, "--threads", "1", *_flags(pair.base),
-            "--alternate", change]  # fmt: skip
+            "--alternate", change] + (["--plain"] if plain else [])  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1")
     cfg = CollectConfig(run_dir=run_dir, steps=2 * steps, warmup=WARMUP, wait=WAIT)
     t0 = time.perf_counter()
@@ -174,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=6, help="recorded steps per configuration")
     p.add_argument("--arch", choices=("gpt", "llama"), default="gpt",
                    help="model family of the bundled workload (llama: an unseen-model check)")  # fmt: skip
+    p.add_argument("--plain", action="store_true",
+                   help="the workload without its forward/backward/optimizer spans")  # fmt: skip
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per job")
     p.add_argument("--estimate", action="store_true", help="run lumos estimate both ways")
     p.add_argument("--no-run", action="store_true",
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_run:
         for q in chosen:
             print(f"{q.name}: running ...", flush=True)
-            entry = run_pair(q, args.out, args.steps, args.timeout, args.arch)
+            entry = run_pair(q, args.out, args.steps, args.timeout, args.arch, args.plain)
             doc["pairs"] = [e for e in doc["pairs"] if e["name"] != q.name] + [entry]
             doc.update(machine={"cpus": os.cpu_count(), "load_avg": os.getloadavg()},
                        steps_per_config=args.steps)  # fmt: skip

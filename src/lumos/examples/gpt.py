@@ -30,12 +30,14 @@ machine speed. Each step is one profiler step whose work runs inside a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lumos.collect._torch import import_torch
 from lumos.errors import MissingDependencyError
@@ -215,13 +217,21 @@ def _optimizer(cfg: GPTConfig, params) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=1e-3, foreach=True if cfg.arch == "llama" else None)
 
 
+#: ``--plain`` clears it: no forward/backward/optimizer spans, as a script that adds none.
+PHASE_SPANS = [True]
+
+
+def _phase(name: str) -> Any:
+    return record_function(name) if PHASE_SPANS[0] else contextlib.nullcontext()
+
+
 def _ddp_step(ddp: nn.Module, opt: torch.optim.Optimizer, data) -> None:
     x, y = next(data)
-    with record_function("forward"):
+    with _phase("forward"):
         loss = ddp(x, y)
-    with record_function("backward"):
+    with _phase("backward"):
         loss.backward()
-    with record_function("optimizer"):
+    with _phase("optimizer"):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
@@ -264,7 +274,7 @@ def _pipeline_trainer(
         x, y = next(data)
         xs, ys = x.split(mb), y.split(mb)
         kept: list[tuple[torch.Tensor, torch.Tensor]] = []
-        with record_function("forward"):
+        with _phase("forward"):
             for i in range(args.microbatches):
                 if rank == 0:
                     out = stage(xs[i])
@@ -276,7 +286,7 @@ def _pipeline_trainer(
                     act.requires_grad_(True)
                     assert head is not None
                     kept.append((act, head(stage(act), ys[i]) / args.microbatches))
-        with record_function("backward"):
+        with _phase("backward"):
             for inp, out in kept:
                 if rank == 0:
                     grad = torch.empty(shape, device=device)
@@ -286,7 +296,7 @@ def _pipeline_trainer(
                     out.backward()
                     assert inp.grad is not None
                     dist.send(inp.grad.contiguous(), dst=0)
-        with record_function("optimizer"):
+        with _phase("optimizer"):
             opt.step()
             opt.zero_grad(set_to_none=True)
 
@@ -377,7 +387,7 @@ def write_alternate_record(
 
 def flags_of(args: argparse.Namespace) -> list[str]:
     """Command-line flags that run this one configuration alone (no ``--alternate``)."""
-    out = ["--mode", args.mode, "--arch", args.arch]
+    out = ["--mode", args.mode, "--arch", args.arch] + (["--plain"] if args.plain else [])
     for k in ("batch", "microbatches", "layers", "hidden", "ffn_mult", "heads", "seq", "vocab"):
         out += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
     return out
@@ -441,6 +451,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m lumos.examples.gpt", description=__doc__.split("\n")[0]
     )
     p.add_argument("--mode", choices=("ddp", "pipeline"), default="ddp")
+    p.add_argument("--plain", action="store_true",
+                   help="no forward/backward/optimizer record_function spans")  # fmt: skip
     p.add_argument("--arch", choices=("gpt", "llama"), default="gpt",
                    help="model family: GPT blocks, or Llama-style (RMS norm, rotary, SwiGLU, "
                    "multi-tensor AdamW); see lumos.examples.llama")  # fmt: skip
@@ -477,6 +489,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    PHASE_SPANS[0] = not args.plain
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = config_of(args)
