@@ -7,7 +7,7 @@ copies of its events one after another (each copy's times shifted by the trace's
 correlation, External id and flow ids and ProfilerStep numbers offset, so that every copy is
 a valid continuation), written as plain JSON to a temporary file (deleted at the end unless
 ``--keep``; 25 copies are about 1.3 GB). Then runs ``lumos replay FILE -o DIR --perfetto
-replay.perfetto.json.gz`` stage by stage in a child process (read_kineto, build_graph,
+NAME`` (``--perfetto``, default ``replay.perfetto.json``) stage by stage in a child process (read_kineto, build_graph,
 replay, write_replay; compiled kernels loaded first) and prints each stage's seconds, the
 child's wall time and peak RSS, and the ingest rate (MB of JSON per second of read_kineto).
 """
@@ -77,10 +77,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--copies", type=int, default=25)
     ap.add_argument("--keep", type=Path, help="write the big trace here and keep it")
-    ap.add_argument("--stages", nargs=2, type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--perfetto", default="replay.perfetto.json", help="its file name (extension "
+                    "picks the format; default replay.perfetto.json, as lumos replay)")  # fmt: skip
+    ap.add_argument("--stages", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.stages:
-        stages(*a.stages)
+        stages(Path(a.stages[0]), Path(a.stages[1]), a.stages[2])
         return
     src = trace_or_exit("v100_stream_wait_event")
     with tempfile.TemporaryDirectory(prefix="lumos-big-") as tmp:
@@ -91,7 +93,7 @@ def main() -> None:
         print(f"trace: {mb:.0f} MB JSON, {events} events ({a.copies} copies of {src.name}), "
               f"written in {time.perf_counter() - t0:.1f} s")  # fmt: skip
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, __file__, "--stages", str(big), str(Path(tmp))],
+        proc = subprocess.run([sys.executable, __file__, "--stages", str(big), tmp, a.perfetto],
                               capture_output=True, text=True)  # fmt: skip
         wall = time.perf_counter() - t0
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
@@ -103,8 +105,8 @@ def main() -> None:
               f"MB/s")  # fmt: skip
 
 
-def stages(big: Path, out: Path) -> None:
-    """What `lumos replay FILE --perfetto replay.perfetto.json.gz` does, stage by stage."""
+def stages(big: Path, out: Path, perfetto: str) -> None:
+    """What `lumos replay FILE --perfetto NAME` does, stage by stage."""
     from lumos._jit import kernels
     from lumos.graph.build import build_graph
     from lumos.ingest.kineto import read_kineto
@@ -123,9 +125,11 @@ def stages(big: Path, out: Path) -> None:
     rep = replay(graph)
     marks.append(("replay", time.perf_counter() - t))
     t = time.perf_counter()
-    write_replay(rep, out / "out", perfetto="replay.perfetto.json.gz")
+    paths = write_replay(rep, out / "out", perfetto=perfetto)
     marks.append(("write_replay", time.perf_counter() - t))
     print(f"  {graph.num_tasks} tasks; " + ", ".join(f"{n} {s:.1f} s" for n, s in marks))
+    mb = Path(paths["perfetto"]).stat().st_size / 1e6
+    print(f"  {perfetto}: {mb:.0f} MB, {mb / marks[-1][1]:.0f} MB/s of write_replay")
 
 
 if __name__ == "__main__":

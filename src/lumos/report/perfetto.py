@@ -11,35 +11,49 @@ shifted to start where the recorded trace started (its first task's ``ts_ns``) s
 line up on the same time axis. Output is deterministic: events sorted by processor then order,
 then the steps, parent ops and flow arrows of :mod:`lumos.report.perfetto_structure`.
 
-:func:`write_chrome_trace` streams the file (a block of tasks at a time, never one dict of every
-event: a 2M-task replay stays within the memory of its arrays) as compact JSON with sorted keys,
-byte for byte what ``json.dump(to_chrome_trace(...), separators=(",", ":"), sort_keys=True)``
-writes; a path ending in ``.gz`` is gzip-compressed (level 1: about a tenth of the size, at the
-speed of the JSON writing itself).
+:func:`write_chrome_trace` streams the file as compact JSON with sorted keys, the same events as
+``json.dump(to_chrome_trace(...), separators=(",", ":"), sort_keys=True)``: task events, spans
+and launch arrows are formatted a block of columns at a time by
+:func:`lumos.report.json_columns.format_rows` (no Python object per event; a 2M-task replay
+stays within the memory of its arrays). The text is byte for byte that of ``json.dump`` while
+times are below ``2**50`` ns (13 days); beyond (epoch-based clocks), a time is written as the exact
+decimal of its float, which parses to the same float but may have more digits than ``repr``.
+A path ending in ``.gz`` is gzip-compressed (level 1: about a tenth of the size).
 """
 
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 from collections.abc import Iterator
 from itertools import chain
-from typing import IO, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from lumos._io import atomic_write
 from lumos.graph.build_ranks import shared_clock_origin
 from lumos.graph.model import DepKind, ExecGraph, ProcessorKind, TaskKind, Workload
-from lumos.report.perfetto_structure import critical_path_events, exact_us, structure_events
+from lumos.report.json_columns import INT, STRING, US, format_rows
+from lumos.report.perfetto_structure import (
+    critical_path_events,
+    exact_us,
+    structure_events,
+    structure_rows,
+)
 from lumos.sim.result import SimResult
 
 __all__ = ["to_chrome_trace", "write_chrome_trace"]
 
 
 _BLOCK = 1 << 16  # tasks formatted at a time
+
+
+class _Sink(Protocol):
+    """A binary file, plain or gzip."""
+
+    def write(self, data: bytes, /) -> int: ...
 
 
 def _us(ns: np.ndarray) -> list[float]:
@@ -146,41 +160,47 @@ def _other(result: SimResult) -> dict[str, Any]:
     return {"producer": "lumos replay", "makespan_ns": result.makespan_ns}
 
 
-def _write_events(f: IO[str], result: SimResult, align_to_trace: bool) -> None:
-    dump = json.dumps
-    encode = json.JSONEncoder(
-        separators=(",", ":"), sort_keys=True
-    ).encode  # one, not one per event
+def _write_events(f: _Sink, result: SimResult, align_to_trace: bool) -> None:
+    encode = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+    kinds = [json.dumps(k.name.lower()).encode() for k in TaskKind]
     if len(result.graphs) > 1:  # rank by rank, shared structure formatted once
         _write_ranks(f, result, list(_tracks(result, align_to_trace)), encode)
         return
-    kind_names = [dump(k.name.lower()) for k in TaskKind]
-    first = True
+    sep = b""
     tracks: list[tuple[dict[int, int], int]] = []
     for gi, (meta, shift, proc_pid, track_pid) in _tracks(result, align_to_trace):
         g = result.graphs[gi]
         tracks.append((track_pid, shift))
         for ev in meta:
-            f.write(("" if first else ",") + encode(ev))
-            first = False
-        names = [dump(s) for s in g.names]
-        rank = g.rank
+            f.write(sep + encode(ev).encode())
+            sep = b","
+        names = [json.dumps(s).encode() for s in g.names]
+        t, p = g.tasks, g.processors
+        starts, ends = result.starts(gi), result.ends(gi)
         _, perm = g.processor_order()
-        for rows in _task_blocks(result, gi, shift, proc_pid, perm):
-            block = [
-                f'{{"args":{{"rank":{rank},"recorded_ts_us":{rec!r},"task_idx":{ti}}},'
-                f'"cat":{kind_names[kind]},"dur":{dur!r},"name":{names[ni]},"ph":"X",'
-                f'"pid":{pid},"tid":{tid},"ts":{ts!r}}}'
-                for ti, ni, kind, pid, tid, ts, dur, rec in rows
-            ]
-            f.write(("" if first else ",") + ",".join(block))
-            first = False
-    for ev in structure_events(result, tracks):
-        f.write(("" if first else ",") + encode(ev))
-        first = False
+        for lo in range(0, perm.shape[0], _BLOCK):
+            ti = perm[lo : lo + _BLOCK]
+            pi = t.processor_idx[ti]
+            s, e = starts[ti].astype(np.int64), ends[ti].astype(np.int64)
+            consts = [
+                b',{"args":{"rank":%d,"recorded_ts_us":' % g.rank,
+                b',"task_idx":', b'},"cat":', b',"dur":', b',"name":', b',"ph":"X","pid":',
+                b',"tid":', b',"ts":', b"}",
+            ]  # fmt: skip
+            fields = [
+                (US, t.ts_ns[ti]), (INT, ti), (STRING, t.kind[ti]), (US, e - s),
+                (STRING, t.name_idx[ti] + len(kinds)), (INT, proc_pid[pi]), (INT, p.tid[pi]),
+                (US, s + shift),
+            ]  # fmt: skip
+            rows = format_rows(consts, fields, kinds + names)
+            f.write(rows if sep else rows[1:])  # each row starts with its comma
+            sep = b","
+    for rows in structure_rows(result, tracks):
+        f.write(rows if sep else rows[1:])
+        sep = b","
 
 
-def _write_ranks(f: IO[str], result: SimResult, tracks: list[tuple[int, Any]], encode: Any) -> None:
+def _write_ranks(f: _Sink, result: SimResult, tracks: list[tuple[int, Any]], encode: Any) -> None:
     """:func:`_write_events` of a multi-rank replay (:mod:`lumos.report.perfetto_ranks`)."""
     from lumos.report.perfetto_ranks import rank_chunks
 
@@ -192,7 +212,7 @@ def _write_ranks(f: IO[str], result: SimResult, tracks: list[tuple[int, Any]], e
                                                     strict=True):  # fmt: skip
         for text in [*(encode(ev) for ev in meta), tasks]:
             if text:
-                f.write(("" if first else ",") + text)
+                f.write((("" if first else ",") + text).encode())
                 first = False
         if spans:
             structure.append(spans)
@@ -200,7 +220,7 @@ def _write_ranks(f: IO[str], result: SimResult, tracks: list[tuple[int, Any]], e
         result, [(tp, shift) for _, (_, shift, _, tp) in tracks], _launch_count(result)
     )
     for text in [*structure, *(encode(ev) for ev in cp)]:
-        f.write(("" if first else ",") + text)
+        f.write((("" if first else ",") + text).encode())
         first = False
 
 
@@ -219,19 +239,18 @@ def write_chrome_trace(
     docstring): compact JSON with sorted keys, gzip-compressed when ``path`` ends in ``.gz``."""
     _check(graph, result)
     if not str(path).endswith(".gz"):
-        with atomic_write(path) as f:
+        with atomic_write(path, "wb") as f:
             _write_doc(f, result, align_to_trace)
         return
     with (
         atomic_write(path, "wb") as raw,
         gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as gz,
-        io.TextIOWrapper(gz, encoding="utf-8", newline="") as f,
     ):
-        _write_doc(f, result, align_to_trace)
+        _write_doc(gz, result, align_to_trace)
 
 
-def _write_doc(f: IO[str], result: SimResult, align_to_trace: bool) -> None:
+def _write_doc(f: _Sink, result: SimResult, align_to_trace: bool) -> None:
     other = json.dumps(_other(result), separators=(",", ":"), sort_keys=True)
-    f.write(f'{{"displayTimeUnit":"ns","otherData":{other},"traceEvents":[')
+    f.write(f'{{"displayTimeUnit":"ns","otherData":{other},"traceEvents":['.encode())
     _write_events(f, result, align_to_trace)
-    f.write("]}")
+    f.write(b"]}")

@@ -20,16 +20,18 @@ Times are the simulated ones, shifted like the tasks (see :mod:`lumos.report.per
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from lumos.graph.model import AnnotationKind, DepKind
+from lumos.report.json_columns import INT, STRING, US, format_rows
 from lumos.report.metrics import critical_path
 from lumos.sim.result import SimResult
 
-__all__ = ["critical_path_events", "exact_us", "structure_events"]
+__all__ = ["critical_path_events", "exact_us", "structure_events", "structure_rows"]
 
 #: Per graph: ``(track pid of each recorded pid, time shift in ns)`` as the task events use.
 Tracks = Sequence[tuple[dict[int, int], int]]
@@ -102,15 +104,17 @@ def critical_path_events(result: SimResult, tracks: Tracks, flow_id: int) -> lis
     events: list[dict[str, Any]] = []
     if result.graphs and len(result.start_ns):
         cp = critical_path(result)
-        proc = [g.tasks.processor_idx for g in result.graphs]
-        path = cp.tasks[::-1].tolist()
-        graph_of = cp.graph_of[::-1].tolist()
-        for (a_t, a_g), (b_t, b_g) in zip(zip(path, graph_of, strict=True),
-                                          zip(path[1:], graph_of[1:], strict=True),
-                                          strict=False):  # fmt: skip
-            if a_g == b_g and proc[a_g][a_t - int(result.task_offsets[a_g])] == proc[b_g][
-                    b_t - int(result.task_offsets[b_g])]:  # fmt: skip
-                continue  # the next task on the same track: the order says it already
+        tasks, graph_of = cp.tasks[::-1], cp.graph_of[::-1]
+        local = tasks - result.task_offsets[graph_of]
+        proc = np.empty(len(tasks), np.int64)
+        for gi in np.unique(graph_of).tolist():
+            on = graph_of == gi
+            proc[on] = result.graphs[gi].tasks.processor_idx[local[on]]
+        # the next task on the same track needs no arrow: the order says it already
+        moves = np.flatnonzero((graph_of[:-1] != graph_of[1:]) | (proc[:-1] != proc[1:]))
+        for k in moves.tolist():
+            a_t, a_g = int(tasks[k]), int(graph_of[k])
+            b_t, b_g = int(tasks[k + 1]), int(graph_of[k + 1])
             # an arrow leaves from inside its slice: the last instant (a zero-cost task's start)
             leave = max(int(result.start_ns[a_t]), int(result.end_ns[a_t]) - 1)
             src = _at(result, a_g, a_t - int(result.task_offsets[a_g]), tracks, leave)
@@ -134,3 +138,64 @@ def _arrow(fid: int, cat: str, src: dict[str, Any], dst: dict[str, Any]) -> list
     name = cat.replace("_", " ")
     return [{**src, "ph": "s", "id": fid, "cat": cat, "name": name},
             {**dst, "ph": "f", "bp": "e", "id": fid, "cat": cat, "name": name}]  # fmt: skip
+
+
+_SPAN = [b',{"args":{"rank":%d},"cat":', b',"dur":', b',"name":', b',"ph":"X","pid":', b',"tid":',
+         b',"ts":', b"}"]  # fmt: skip
+_LAUNCH = [b',{"cat":"launch","id":', b',"name":"launch","ph":"s","pid":', b',"tid":', b',"ts":',
+           b'},{"bp":"e","cat":"launch","id":', b',"name":"launch","ph":"f","pid":', b',"tid":',
+           b',"ts":', b"}"]  # fmt: skip
+
+
+def structure_rows(result: SimResult, tracks: Tracks) -> Iterator[bytes]:
+    """The events of :func:`structure_events` as compact JSON, sorted keys, each one preceded
+    by a comma: spans and launch arrows formatted a column at a time
+    (:func:`lumos.report.json_columns.format_rows`), then the critical-path arrows."""
+    encode = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+    flow_id = 0
+    for gi, g in enumerate(result.graphs):
+        pid_of, shift = tracks[gi]
+        p, a, t = g.processors, g.annotations, g.tasks
+        proc_pid = np.array([pid_of[int(v)] for v in p.pid.tolist()], dtype=np.int64)
+        s, e = result.starts(gi).astype(np.int64), result.ends(gi).astype(np.int64)
+        lo, hi = result.annotation_spans(gi)
+        _, perm = g.processor_order()
+        n = g.num_tasks
+        pos = np.empty(n, np.int64)
+        pos[perm] = np.arange(n)
+        proc_at = t.processor_idx[perm]
+        sel = np.flatnonzero((a.first_task_idx >= 0) & (a.kind != int(AnnotationKind.GPU_STEP)))
+        if sel.size:
+            first, last = a.first_task_idx[sel], a.last_task_idx[sel]
+            step = a.kind[sel] == int(AnnotationKind.STEP)
+            start = np.where(step, lo[sel], s[first]).astype(np.int64)
+            end = np.where(step, hi[sel], e[last]).astype(np.int64)
+            k0, k1 = pos[first], pos[last]
+            before, after = np.maximum(k0 - 1, 0), np.minimum(k1 + 1, n - 1)
+            joined = (k0 > 0) & (proc_at[before] == proc_at[k0])
+            start = np.where(joined, np.maximum(start, e[perm[before]]), start)
+            joined = (k1 + 1 < n) & (proc_at[after] == proc_at[k1])
+            end = np.where(joined, np.minimum(end, s[perm[after]]), end)
+            q = a.processor_idx[sel]
+            consts = [_SPAN[0] % g.rank, *_SPAN[1:]]
+            fields = [
+                (STRING, step.astype(np.int64)), (US, np.maximum(end - start, 0)),
+                (STRING, a.name_idx[sel].astype(np.int64) + 2), (INT, proc_pid[q]),
+                (INT, p.tid[q]), (US, start + shift),
+            ]  # fmt: skip
+            names = [b'"op"', b'"step"', *(json.dumps(x).encode() for x in g.names)]
+            yield format_rows(consts, fields, names)
+        launch = np.flatnonzero(g.edges.kind == int(DepKind.LAUNCH))
+        if launch.size:
+            src, dst = g.edges.src[launch], g.edges.dst[launch]
+            ids = flow_id + np.arange(launch.size, dtype=np.int64)
+            ps, pd = t.processor_idx[src], t.processor_idx[dst]
+            fields = [
+                (INT, ids), (INT, proc_pid[ps]), (INT, p.tid[ps]), (US, s[src] + shift),
+                (INT, ids), (INT, proc_pid[pd]), (INT, p.tid[pd]), (US, s[dst] + shift),
+            ]  # fmt: skip
+            yield format_rows(_LAUNCH, fields, [])
+            flow_id += launch.size
+    critical = critical_path_events(result, tracks, flow_id)
+    if critical:
+        yield b"".join(b"," + encode(ev).encode() for ev in critical)

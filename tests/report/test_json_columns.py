@@ -1,0 +1,67 @@
+"""Column-at-a-time JSON numbers: ``str(int)`` and microseconds that parse to the float the
+Perfetto writer means, from numpy and from the compiled kernel, byte for byte the same."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lumos.report import json_columns as jc
+from lumos.report.perfetto import _us
+
+_EDGES = [0, 1, -1, 999, 1000, 1001, -1000, 10**15, 2**50 - 1, 2**50, 2**53 - 1, 2**53,
+          -(2**53), 1_700_000_000_123_456_789, -(2**63), 2**63 - 1]  # fmt: skip
+
+
+def _values() -> np.ndarray:
+    rng = np.random.default_rng(7)
+    return np.concatenate([
+        np.array(_EDGES, np.int64), rng.integers(-(2**62), 2**62, 3000),
+        rng.integers(-(2**53), 2**53, 3000), rng.integers(-(10**7), 10**7, 3000),
+    ])  # fmt: skip
+
+
+def _split(rows: bytes) -> list[str]:
+    return rows.decode().split(",")[:-1]
+
+
+def test_ints_are_str_of_int() -> None:
+    v = _values()
+    assert _split(jc.join_rows([jc.int_field(v), b","], len(v))) == [str(x) for x in v.tolist()]
+
+
+def test_microseconds_parse_to_the_writers_float_and_are_repr_below_2_pow_50() -> None:
+    v = _values()
+    text = _split(jc.join_rows([jc.us_field(v), b","], len(v)))
+    assert [float(s) for s in text] == _us(v)
+    small = np.abs(v) < 2**50
+    assert [s for s, m in zip(text, small, strict=True) if m] == [repr(x) for x in _us(v[small])]
+    assert text[:6] == ["0.0", "0.001", "-0.001", "0.999", "1.0", "1.001"]
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_rows_mix_constants_numbers_and_strings(monkeypatch, compiled) -> None:
+    v = _values()
+    names = [json.dumps(s).encode() for s in ["a", 'q"uote\n', "", "ü"]]
+    idx = np.arange(len(v)) % len(names)
+    monkeypatch.setattr(jc, "_SMALL", 0 if compiled else 10**9)
+    rows = jc.format_rows(
+        [b'{"i":', b',"u":', b',"s":', b"}\n"], [(jc.INT, v), (jc.US, v), (jc.STRING, idx)], names
+    )
+    got = [json.loads(line) for line in rows.decode().splitlines()]
+    strings = ["a", 'q"uote\n', "", "ü"]
+    us = _us(v)
+    assert got == [{"i": int(x), "u": us[k], "s": strings[k % 4]} for k, x in enumerate(v.tolist())]
+    pieces = jc._pieces([b"<", b"|", b"|", b">"], [(jc.INT, v), (jc.US, v), (jc.STRING, idx)],
+                        [v, v, idx], names)  # fmt: skip
+    assert jc.format_rows(
+        [b"<", b"|", b"|", b">"], [(jc.INT, v), (jc.US, v), (jc.STRING, idx)], names
+    ) == jc.join_rows(pieces, len(v))
+
+
+def test_no_rows_and_mismatched_constants() -> None:
+    assert jc.format_rows([b"[", b"]"], [(jc.INT, np.zeros(0, np.int64))], []) == b""
+    with pytest.raises(ValueError, match="one more constant"):
+        jc.format_rows([b"["], [(jc.INT, np.zeros(1, np.int64))], [])
