@@ -46,7 +46,7 @@ def test_rows_mix_constants_numbers_and_strings(monkeypatch, compiled) -> None:
     v = _values()
     names = [json.dumps(s).encode() for s in ["a", 'q"uote\n', "", "ü"]]
     idx = np.arange(len(v)) % len(names)
-    monkeypatch.setattr(jc, "_SMALL", 0 if compiled else 10**9)
+    monkeypatch.setattr(jc, "NUMPY_ROWS", 0 if compiled else 10**9)
     rows = jc.format_rows(
         [b'{"i":', b',"u":', b',"s":', b"}\n"], [(jc.INT, v), (jc.US, v), (jc.STRING, idx)], names
     )
@@ -65,3 +65,11 @@ def test_no_rows_and_mismatched_constants() -> None:
     assert jc.format_rows([b"[", b"]"], [(jc.INT, np.zeros(0, np.int64))], []) == b""
     with pytest.raises(ValueError, match="one more constant"):
         jc.format_rows([b"["], [(jc.INT, np.zeros(1, np.int64))], [])
+
+
+def test_many_rows_are_formatted_a_block_at_a_time_to_the_same_bytes(monkeypatch) -> None:
+    v = _values()
+    fields = [(jc.INT, v), (jc.US, v)]
+    whole = jc.join_rows(jc._pieces([b"<", b"|", b">"], fields, [v, v], []), len(v))
+    monkeypatch.setattr(jc, "_BLOCK", 1000)
+    assert jc.format_rows([b"<", b"|", b">"], fields, []) == whole

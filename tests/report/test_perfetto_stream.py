@@ -19,7 +19,7 @@ def test_df_index_resolver_file_parses_to_the_dict(tmp_path, monkeypatch, compil
     w, _ = build_workload([trace("v100_stream_wait_event")], workers=1)
     rep = replay(w)
     expected = json.loads(json.dumps(to_chrome_trace(None, rep.result)))
-    monkeypatch.setattr(json_columns, "_SMALL", 0 if compiled else 10**9)
+    monkeypatch.setattr(json_columns, "NUMPY_ROWS", 0 if compiled else 10**9)
     write_chrome_trace(tmp_path / "r.json", None, rep.result)
     write_chrome_trace(tmp_path / "r.json.gz", None, rep.result)
     got = json.loads((tmp_path / "r.json").read_bytes())

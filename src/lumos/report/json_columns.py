@@ -223,7 +223,11 @@ _rows = Kernel(
     (_U8, _I64, _I64, _I64, INT64, _U8, _I64, array(np.uint8, writes=True)),
     max_interpreted=0,
 )
-_SMALL = 50_000  # rows formatted with numpy rather than waiting for a compile
+#: Rows a process formats with numpy while the compiled code is not ready (no compile wait for
+#: a first run on a mid-sized trace); each call's rows are formatted ``_BLOCK`` at a time.
+NUMPY_ROWS = 1_000_000
+_BLOCK = 1 << 16
+_numpy_rows = 0
 INT, US, STRING = 0, 1, 2
 _WIDTH = {INT: 20, US: 30}
 
@@ -235,15 +239,26 @@ def format_rows(
 
     Each field is ``(kind, values)``: :data:`INT` (``str(int)``), :data:`US` (microseconds of
     int64 ns, see :func:`us_field`) or :data:`STRING` (``strings[value]``). Compiled code
-    (:mod:`lumos._jit`) when it is ready or the rows are many; numpy (:func:`join_rows`,
-    the same bytes) otherwise."""
+    (:mod:`lumos._jit`) when it is ready or this process has formatted :data:`NUMPY_ROWS` rows
+    already; numpy (:func:`join_rows`, the same bytes) otherwise."""
     if len(consts) != len(fields) + 1:
         raise ValueError("format_rows: one more constant than fields")
     cols = [np.asarray(v, dtype=np.int64) for _, v in fields]
     n = cols[0].shape[0] if cols else 0
     if n == 0:
         return b""
-    if n <= _SMALL and not _rows.ready():
+    if n > _BLOCK:
+        return b"".join(
+            format_rows(
+                consts,
+                [(k, v[lo : lo + _BLOCK]) for (k, _), v in zip(fields, cols, strict=True)],
+                strings,
+            )
+            for lo in range(0, n, _BLOCK)
+        )
+    global _numpy_rows
+    if _numpy_rows + n <= NUMPY_ROWS and not _rows.ready():
+        _numpy_rows += n
         return join_rows(_pieces(consts, fields, cols, strings), n)
     lengths = np.fromiter((len(t) for t in strings), np.int64, len(strings))
     str_off = np.zeros(len(strings) + 1, np.int64)
