@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lumos.report import json_columns as jc
-from lumos.report.perfetto import _us
+from lumos.report.perfetto_structure import us_list as _us
 
 _EDGES = [0, 1, -1, 999, 1000, 1001, -1000, 10**15, 2**50 - 1, 2**50, 2**53 - 1, 2**53,
           -(2**53), 1_700_000_000_123_456_789, -(2**63), 2**63 - 1]  # fmt: skip

@@ -65,9 +65,9 @@ def test_critical_path_arrows_cross_ranks():
 
 
 def test_microseconds_are_round_to_3_decimals_everywhere() -> None:
-    """The vectorized ``_us`` gives exactly ``round(ns / 1000, 3)`` (the old per-value form)
+    """The vectorized ``us_list`` gives exactly ``round(ns / 1000, 3)`` (the old per-value form)
     for durations, relative times, epoch times and the range in between."""
-    from lumos.report import perfetto, perfetto_structure
+    from lumos.report import perfetto_structure
 
     rng = np.random.default_rng(0)
     parts = [rng.integers(-(10**12), 10**12, 20_000)]
@@ -76,5 +76,5 @@ def test_microseconds_are_round_to_3_decimals_everywhere() -> None:
     parts.append(np.array([0, 1, -1, 999, 1000, 1001, 2**50 - 1, 2**50, 1000 * 2**50]))
     ns = np.concatenate(parts).astype(np.int64)
     expected = [round(v / 1000.0, 3) for v in ns.tolist()]
-    assert perfetto._us(ns) == expected
+    assert perfetto_structure.us_list(ns) == expected
     assert [perfetto_structure._us(v) for v in ns.tolist()] == expected

@@ -40,7 +40,14 @@ from lumos.estimate.layers import COMM_PATTERN, Group, marked
 from lumos.graph.kinds import DepKind, ProcessorKind, TaskKind
 from lumos.graph.model import Annotations, Comms, Edges, ExecGraph, Tasks, Waits
 
-__all__ = ["INTRA_KINDS", "ResizeStats", "block_contents", "resize_groups", "tasks_in_order"]
+__all__ = [
+    "INTRA_KINDS",
+    "ResizeStats",
+    "block_contents",
+    "overhead_before",
+    "resize_groups",
+    "tasks_in_order",
+]
 
 SEQ_STRIDE = 1024
 INTRA_KINDS = (int(DepKind.INTRA_THREAD), int(DepKind.INTRA_STREAM))
@@ -265,18 +272,24 @@ def _layer(group: Group, b: int, count: int) -> int:
     return count - 1 - b if group.backward else b
 
 
+def overhead_before(num_tasks: int, e: Edges) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
+    """Per task: whether a program-order edge (thread or stream) leads into it, and its delay
+    (the overhead before the task)."""
+    intra = np.isin(e.kind, np.array(INTRA_KINDS, dtype=np.int8))
+    has_in = np.zeros(num_tasks, dtype=bool)
+    delay_in = np.zeros(num_tasks, dtype=np.int64)
+    has_in[e.dst[intra]] = True
+    delay_in[e.dst[intra]] = e.delay_ns[intra]
+    return has_in, delay_in
+
+
 def tasks_in_order(
     g: ExecGraph, src: NDArray[np.int64], e: Edges
 ) -> tuple[Tasks, tuple[list[int], list[int], list[int], list[int]]]:
     """The new task table (program order as emitted) and regenerated intra-processor edges."""
     t = g.tasks
     proc = t.processor_idx[src]
-    # the overhead before each old task, and whether it had an intra-processor edge at all
-    intra = np.isin(e.kind, np.array(INTRA_KINDS, dtype=np.int8))
-    has_in = np.zeros(g.num_tasks, dtype=bool)
-    delay_in = np.zeros(g.num_tasks, dtype=np.int64)
-    has_in[e.dst[intra]] = True
-    delay_in[e.dst[intra]] = e.delay_ns[intra]
+    has_in, delay_in = overhead_before(g.num_tasks, e)
     indptr, perm = g.processor_order()
     prev_old = np.full(g.num_tasks, -1, dtype=np.int64)
     for p in range(len(g.processors)):

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lumos.errors import ConfigError
-from lumos.estimate.blocks import INTRA_KINDS, tasks_in_order
+from lumos.estimate.blocks import INTRA_KINDS, overhead_before, tasks_in_order
 from lumos.graph.kinds import CommType, DepKind, ProcessorKind
 from lumos.graph.model import Edges, ExecGraph, Processors
 
@@ -94,10 +94,11 @@ def rebuild_in_order(g: ExecGraph, src: NDArray[np.int64]) -> tuple[ExecGraph, N
 
 def batch_sends(g: ExecGraph, eligible: NDArray[np.bool_] | None = None) -> tuple[ExecGraph, int]:
     """``g`` with every send (of the tasks ``eligible``, default all) whose next communication
-    on its thread is a receive issued together with it, and how many were. Such a send moves to a lane of its own beside the
-    thread (one lane per thread, label ``<thread>: batched sends``), starting where it started
-    (after the task before it, with the same overhead); the thread goes straight on to the
-    receive, and the task after the receive waits for the send as well."""
+    on its thread is a receive issued together with it, and how many were. Such a send moves
+    to a lane of its own beside the thread (one lane per thread, label ``<thread>: batched
+    sends``), starting where it started (after the task before it, with the same overhead);
+    the thread goes straight on to the receive, and the task after the receive waits for the
+    send as well."""
     t, c = g.tasks, g.comms
     indptr, perm = g.processor_order()
     kind = np.full(g.num_tasks, -1, dtype=np.int64)
@@ -135,10 +136,7 @@ def batch_sends(g: ExecGraph, eligible: NDArray[np.bool_] | None = None) -> tupl
         device=np.full(len(lanes_of), -1, dtype=np.int32),
         label=tuple(f"{pr.label[p]}: batched sends" for p in lanes_of),
     )
-    e = g.edges
-    intra = np.isin(e.kind, np.array(INTRA_KINDS, dtype=np.int8))
-    delay_in = np.zeros(g.num_tasks, dtype=np.int64)
-    delay_in[e.dst[intra]] = e.delay_ns[intra]
+    delay_in = overhead_before(g.num_tasks, g.edges)[1]
     proc = np.array(t.processor_idx, dtype=np.int32)
     proc[send] = lane
     moved = g.replace(

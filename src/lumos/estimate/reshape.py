@@ -181,7 +181,7 @@ def _resize(graphs, maps, level, new_count):
         # an optimizer repeat of another count is not per-layer work (a multi-tensor optimizer
         # repeats per parameter group or per op): :func:`scale_optimizer` takes it
         groups = [x for x in lm.groups if x.level == level
-                  and (x.phase != "optimizer" or level != "layer" or x.count == lm.num_layers)]  # fmt: skip
+                  and (x.phase != "optimizer" or level != "layer" or _per_layer(x, lm))]  # fmt: skip
         g2, st = resize_groups(g, groups, [new_count(x.count) for x in groups])
         out.append(g2)
         added += st.tasks_added
@@ -314,6 +314,12 @@ def _capped(size: NDArray[np.float64]) -> bool:
     return bool(np.mean(np.abs(known - np.median(known)) <= 0.05 * np.median(known)) >= 0.5)
 
 
+def _per_layer(group, lm) -> bool:
+    """A repeat is per-layer work when it repeats once per layer (an optimizer's per-parameter
+    updates of a layer are; a multi-tensor optimizer's repeats are not)."""
+    return bool(group.count == lm.num_layers)
+
+
 def scale_optimizer(graphs: list[ExecGraph], maps, ratio: float) -> tuple[list[ExecGraph], int]:
     """``graphs`` with the optimizer work of ranks whose optimizer has no per-layer blocks (a
     multi-tensor or fused optimizer updates every parameter from one op, ``_foreach_*``)
@@ -322,8 +328,7 @@ def scale_optimizer(graphs: list[ExecGraph], maps, ratio: float) -> tuple[list[E
     blocks (copied with the layers) are kept. Returns the graphs and how many tasks changed."""
     out, n = [], 0
     for g, lm in zip(graphs, maps, strict=True):
-        per_layer = any(x.phase == "optimizer" and x.count == lm.num_layers
-                        for x in lm.layer_groups())  # fmt: skip
+        per_layer = any(x.phase == "optimizer" and _per_layer(x, lm) for x in lm.layer_groups())
         if per_layer or ratio == 1.0 or lm.num_layers < 1:
             out.append(g)
             continue

@@ -201,7 +201,7 @@ def _ddp_trainer(
               bucket_cap_mb=args.bucket_mb)  # fmt: skip
     opt = _optimizer(cfg, ddp.parameters())
     data = batches(cfg, args.batch, SEED + rank, device)
-    return {"dp": world}, lambda: _ddp_step(ddp, opt, data)
+    return {"dp": world}, lambda: _ddp_step(ddp, opt, data, not args.plain)
 
 
 def _head(cfg: GPTConfig) -> nn.Module:
@@ -217,21 +217,18 @@ def _optimizer(cfg: GPTConfig, params) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=1e-3, foreach=True if cfg.arch == "llama" else None)
 
 
-#: ``--plain`` clears it: no forward/backward/optimizer spans, as a script that adds none.
-PHASE_SPANS = [True]
+def _phase(name: str, spans: bool) -> Any:
+    """A ``record_function`` span, or nothing (``--plain``: as a script that adds none)."""
+    return record_function(name) if spans else contextlib.nullcontext()
 
 
-def _phase(name: str) -> Any:
-    return record_function(name) if PHASE_SPANS[0] else contextlib.nullcontext()
-
-
-def _ddp_step(ddp: nn.Module, opt: torch.optim.Optimizer, data) -> None:
+def _ddp_step(ddp: nn.Module, opt: torch.optim.Optimizer, data, spans: bool) -> None:
     x, y = next(data)
-    with _phase("forward"):
+    with _phase("forward", spans):
         loss = ddp(x, y)
-    with _phase("backward"):
+    with _phase("backward", spans):
         loss.backward()
-    with _phase("optimizer"):
+    with _phase("optimizer", spans):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
@@ -269,12 +266,13 @@ def _pipeline_trainer(
     data = batches(cfg, args.batch, SEED, device)
     mb = args.batch // args.microbatches
     shape = (mb, cfg.seq, cfg.hidden)
+    spans = not args.plain
 
     def step() -> None:
         x, y = next(data)
         xs, ys = x.split(mb), y.split(mb)
         kept: list[tuple[torch.Tensor, torch.Tensor]] = []
-        with _phase("forward"):
+        with _phase("forward", spans):
             for i in range(args.microbatches):
                 if rank == 0:
                     out = stage(xs[i])
@@ -286,7 +284,7 @@ def _pipeline_trainer(
                     act.requires_grad_(True)
                     assert head is not None
                     kept.append((act, head(stage(act), ys[i]) / args.microbatches))
-        with _phase("backward"):
+        with _phase("backward", spans):
             for inp, out in kept:
                 if rank == 0:
                     grad = torch.empty(shape, device=device)
@@ -296,7 +294,7 @@ def _pipeline_trainer(
                     out.backward()
                     assert inp.grad is not None
                     dist.send(inp.grad.contiguous(), dst=0)
-        with _phase("optimizer"):
+        with _phase("optimizer", spans):
             opt.step()
             opt.zero_grad(set_to_none=True)
 
@@ -489,7 +487,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    PHASE_SPANS[0] = not args.plain
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = config_of(args)

@@ -38,9 +38,9 @@ from lumos.graph.model import DepKind, ExecGraph, ProcessorKind, TaskKind, Workl
 from lumos.report.json_columns import INT, STRING, US, format_rows
 from lumos.report.perfetto_structure import (
     critical_path_events,
-    exact_us,
     structure_events,
     structure_rows,
+    us_list,
 )
 from lumos.sim.result import SimResult
 
@@ -54,20 +54,6 @@ class _Sink(Protocol):
     """A binary file, plain or gzip."""
 
     def write(self, data: bytes, /) -> int: ...
-
-
-def _us(ns: np.ndarray) -> list[float]:
-    """Microseconds, 3 decimals (ns precision), as Python floats: ``round(ns / 1000, 3)`` per
-    value, as the structure spans have them (``np.round`` differs beyond 2**53 / 1000).
-
-    That is ``ns / 1000`` itself where the rounding cannot change it (see
-    :func:`lumos.report.perfetto_structure.exact_us`): computed for the whole block at once,
-    with ``round`` only for the values in between (none for durations or epoch times)."""
-    v = np.asarray(ns, dtype=np.int64)
-    out = (v / 1000.0).tolist()
-    for i in np.flatnonzero(~exact_us(v)).tolist():
-        out[i] = round(int(v[i]) / 1000.0, 3)
-    return out
 
 
 def _tracks(result: SimResult, align_to_trace: bool) -> Iterator[tuple[int, Any]]:
@@ -119,7 +105,7 @@ def _task_blocks(
         s, e = starts[ti].astype(np.int64), ends[ti].astype(np.int64)
         yield list(zip(
             ti.tolist(), t.name_idx[ti].tolist(), t.kind[ti].tolist(), proc_pid[pi].tolist(),
-            p.tid[pi].tolist(), _us(s + shift), _us(e - s), _us(t.ts_ns[ti]), strict=True,
+            p.tid[pi].tolist(), us_list(s + shift), us_list(e - s), us_list(t.ts_ns[ti]), strict=True,
         ))  # fmt: skip
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from lumos.graph.model import AnnotationKind, DepKind, TaskKind
 from lumos.parallel import default_workers, map_ranks
-from lumos.report.perfetto_structure import exact_us
+from lumos.report.perfetto_structure import us_list
 from lumos.sim.result import SimResult
 
 __all__ = ["rank_chunks"]
@@ -39,15 +39,6 @@ _FIELDS = re.compile("(\x01|\x02\\d+\x03|\x04\\d+\x05)")
 
 #: The replay whose chunks worker processes format (set before they fork; see ``_template``).
 _RESULT: SimResult | None = None
-
-
-def _us(ns: np.ndarray) -> list[float]:
-    """``round(ns / 1000, 3)`` per value, as the other Perfetto events have it."""
-    v = np.asarray(ns, dtype=np.int64)
-    out = (v / 1000.0).tolist()
-    for i in np.flatnonzero(~exact_us(v)).tolist():
-        out[i] = round(int(v[i]) / 1000.0, 3)
-    return out
 
 
 def chunk_key(result: SimResult, gi: int, shift: int) -> bytes:
@@ -101,7 +92,7 @@ def _task_events(
         f'"pid":{pp},"tid":{tid},"ts":{ts!r}}}'
         for ti, ni, kind, pp, tid, ts, dur, rec in zip(
             perm.tolist(), t.name_idx[perm].tolist(), t.kind[perm].tolist(), pid[pi].tolist(),
-            p.tid[pi].tolist(), _us(ss + shift), _us(ee - ss), _us(t.ts_ns[perm]), strict=True)
+            p.tid[pi].tolist(), us_list(ss + shift), us_list(ee - ss), us_list(t.ts_ns[perm]), strict=True)
     ]  # fmt: skip
 
 
@@ -143,8 +134,8 @@ def _span_events(
         f'"pid":{pp},"tid":{tid},"ts":{ts!r}}}'
         for cat, ni, pp, tid, ts, dur in zip(
             np.where(step, '"step"', '"op"').tolist(), a.name_idx[sel].tolist(),
-            pid[q].tolist(), p.tid[q].tolist(), _us(start + shift),
-            _us(np.maximum(end - start, 0)), strict=True)
+            pid[q].tolist(), p.tid[q].tolist(), us_list(start + shift),
+            us_list(np.maximum(end - start, 0)), strict=True)
     ]  # fmt: skip
 
 
@@ -156,8 +147,8 @@ def _launch_events(g: Any, pid: np.ndarray, s: np.ndarray, shift: int) -> list[s
     tid = g.processors.tid
     out = []
     for j, (sp, st, sts, dp, dt, dts) in enumerate(zip(
-            pid[proc[src]].tolist(), tid[proc[src]].tolist(), _us(s[src] + shift),
-            pid[proc[dst]].tolist(), tid[proc[dst]].tolist(), _us(s[dst] + shift),
+            pid[proc[src]].tolist(), tid[proc[src]].tolist(), us_list(s[src] + shift),
+            pid[proc[dst]].tolist(), tid[proc[dst]].tolist(), us_list(s[dst] + shift),
             strict=True)):  # fmt: skip
         fid = _FLOW.format(j)
         out.append(f'{{"cat":"launch","id":{fid},"name":"launch","ph":"s","pid":{sp},'

@@ -50,6 +50,18 @@ def exact_us(ns: Any) -> Any:
     return (a < _EXACT_BELOW_NS) | (a >= _EXACT_FROM_NS)
 
 
+def us_list(ns: Any) -> list[float]:
+    """``round(ns / 1000, 3)`` per value of an int64 ns array, as Python floats (what the
+    structure events hold): ``ns / 1000`` for the whole array where the rounding cannot change
+    it (:func:`exact_us`), ``round`` only for the values in between (none for durations or
+    epoch times; ``np.round`` differs beyond 2**53 / 1000)."""
+    v = np.asarray(ns, dtype=np.int64)
+    out = (v / 1000.0).tolist()
+    for i in np.flatnonzero(~exact_us(v)).tolist():
+        out[i] = round(int(v[i]) / 1000.0, 3)
+    return out
+
+
 def _us(ns: int) -> float:
     a = abs(ns)
     exact = a < _EXACT_BELOW_NS or a >= _EXACT_FROM_NS
