@@ -327,11 +327,14 @@ def _absorb(row: _Row, name: str, a: EventMeta) -> None:
     if seq >= 0 and row.seq < 0:
         row.seq = seq
     if base in ("c10d::send", "c10d::recv_", "c10d::recv", "c10d::recv_any_source_"):
+        # (tensors, [process group,] peer, tag): the process group is recorded as "" by the
+        # torch versions that pass it (["", "", "2", "0"] sends to rank 2)
         ci = a.concrete_inputs
-        if isinstance(ci, list) and len(ci) >= 2:
-            row.peer = _as_int(ci[1]) if row.peer < 0 else row.peer
-            if len(ci) >= 3 and row.tag < 0:
-                row.tag = _as_int(ci[2])
+        ints = [_as_int(x) for x in ci[1:] if x != ""] if isinstance(ci, list) else []
+        if ints and row.peer < 0:
+            row.peer = ints[0]
+        if len(ints) >= 2 and row.tag < 0:
+            row.tag = ints[1]
 
 
 def build_collectives(
