@@ -1,4 +1,4 @@
-"""The bundled workload: a small GPT-style model trained data-parallel or as a 2-stage pipeline.
+"""The bundled workload: a small GPT-style model trained data-parallel or as a pipeline.
 
 Run it under torchrun (``lumos demo`` does this for you)::
 
@@ -9,13 +9,14 @@ or on one process (``python -m lumos.examples.gpt``; DDP with a world of one). O
 gloo, on GPU NCCL (one GPU per rank, ``LOCAL_RANK``). The training loop is wrapped in
 :func:`lumos.collect.collector`, so under ``lumos collect`` it records each rank's traces and
 otherwise runs untraced. Seeds are fixed: parameters are identical on every rank, each DP rank
-draws its own batches, and both pipeline stages draw the same batches.
+draws its own batches, and every pipeline stage draws the same batches.
 
 ``ddp``: every rank holds the whole model; gradients are all-reduced in buckets overlapping
 backward (small buckets, so a tiny model still shows several collectives).
-``pipeline``: rank 0 holds the embedding and the first half of the blocks, rank 1 the rest and
-the loss; each step runs ``--microbatches`` forward passes (activations sent 0 -> 1), then the
-backward passes (activation gradients sent 1 -> 0), GPipe style.
+``pipeline``: one stage per rank: rank 0 holds the embedding and the first ``layers / world``
+blocks, the next ranks the next blocks, the last rank also the loss; each step runs
+``--microbatches`` forward passes (activations sent rank r -> r + 1), then the backward passes
+(activation gradients sent r + 1 -> r), GPipe style.
 
 ``--alternate KEY=VALUE[,KEY=VALUE...]`` (keys: ``layers hidden ffn_mult ffn heads seq batch
 microbatches vocab``; ``ffn`` is the MLP width, a multiple of ``hidden``) builds a second
@@ -146,8 +147,15 @@ def build_stages(cfg: GPTConfig, num_stages: int) -> list[nn.Sequential]:
                   *(LlamaBlock(cfg.hidden, cfg.heads, ffn, cfg.seq) for _ in range(cfg.layers))]  # fmt: skip
     else:
         layers = [Embed(cfg), *(Block(cfg) for _ in range(cfg.layers))]
-    per = -(-len(layers) // num_stages)
-    return [nn.Sequential(*layers[i : i + per]) for i in range(0, len(layers), per)]
+    if cfg.layers < num_stages:
+        raise SystemExit(f"{num_stages} pipeline stages need at least as many layers, "
+                         f"got --layers {cfg.layers}")  # fmt: skip
+    # the blocks split evenly (the first stages take one more when they do not divide), the
+    # embedding goes with the first stage
+    per, extra = divmod(cfg.layers, num_stages)
+    cut = [1 + i * per + min(i, extra) for i in range(num_stages + 1)]
+    cut[0] = 0
+    return [nn.Sequential(*layers[cut[i] : cut[i + 1]]) for i in range(num_stages)]
 
 
 def batches(cfg: GPTConfig, batch: int, seed: int, device: torch.device):
@@ -246,7 +254,7 @@ class _Whole(nn.Module):
 
 
 def train_pipeline(cfg: GPTConfig, args: argparse.Namespace, device: torch.device) -> list[float]:
-    """Two-stage GPipe-style training over send/recv; returns each step's wall time (s)."""
+    """GPipe-style training over send/recv, one stage per rank; returns each step's wall time (s)."""
     parallel, step = _pipeline_trainer(cfg, args, device)
     return _loop(args, parallel, step, device)
 
@@ -256,11 +264,12 @@ def _pipeline_trainer(
 ) -> tuple[dict[str, int], Step]:
     """This rank's pipeline stage and optimizer; returns (parallel degrees, step)."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    if world != 2:
-        raise SystemExit(f"--mode pipeline needs exactly 2 ranks, got {world}")
-    stage = build_stages(cfg, 2)[rank].to(device)
+    if world < 2:
+        raise SystemExit(f"--mode pipeline needs at least 2 ranks (one per stage), got {world}")
+    first, last = rank == 0, rank == world - 1
+    stage = build_stages(cfg, world)[rank].to(device)
     torch.manual_seed(SEED + 1)
-    head = _head(cfg).to(device) if rank == 1 else None
+    head = _head(cfg).to(device) if last else None
     params = list(stage.parameters()) + (list(head.parameters()) if head is not None else [])
     opt = _optimizer(cfg, params)
     data = batches(cfg, args.batch, SEED, device)
@@ -271,34 +280,38 @@ def _pipeline_trainer(
     def step() -> None:
         x, y = next(data)
         xs, ys = x.split(mb), y.split(mb)
-        kept: list[tuple[torch.Tensor, torch.Tensor]] = []
+        kept: list[tuple[torch.Tensor | None, torch.Tensor]] = []
         with _phase("forward", spans):
             for i in range(args.microbatches):
-                if rank == 0:
-                    out = stage(xs[i])
-                    dist.send(out.detach().contiguous(), dst=1)
-                    kept.append((out, out))
+                if first:
+                    inp, out = None, stage(xs[i])
                 else:
-                    act = torch.empty(shape, device=device)
-                    dist.recv(act, src=0)
-                    act.requires_grad_(True)
+                    inp = torch.empty(shape, device=device)
+                    dist.recv(inp, src=rank - 1)
+                    inp.requires_grad_(True)
+                    out = stage(inp)
+                if last:
                     assert head is not None
-                    kept.append((act, head(stage(act), ys[i]) / args.microbatches))
+                    out = head(out, ys[i]) / args.microbatches
+                else:
+                    dist.send(out.detach().contiguous(), dst=rank + 1)
+                kept.append((inp, out))
         with _phase("backward", spans):
             for inp, out in kept:
-                if rank == 0:
-                    grad = torch.empty(shape, device=device)
-                    dist.recv(grad, src=1)
-                    out.backward(grad)
-                else:
+                if last:
                     out.backward()
-                    assert inp.grad is not None
-                    dist.send(inp.grad.contiguous(), dst=0)
+                else:
+                    grad = torch.empty(shape, device=device)
+                    dist.recv(grad, src=rank + 1)
+                    out.backward(grad)
+                if not first:
+                    assert inp is not None and inp.grad is not None
+                    dist.send(inp.grad.contiguous(), dst=rank - 1)
         with _phase("optimizer", spans):
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-    return {"pp": 2, "num_microbatches": args.microbatches}, step
+    return {"pp": world, "num_microbatches": args.microbatches}, step
 
 
 def _loop(args: argparse.Namespace, parallel: dict[str, int], step, device) -> list[float]:
