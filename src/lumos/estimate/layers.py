@@ -258,17 +258,19 @@ def _groups_of_step(
     seq = _symbols(g, tasks)
     kept = ~comm_name[name_idx]
     covered = np.zeros(len(tasks), dtype=bool)
-    for lo, hi in _microbatch_blocks(g, tasks, seq):
-        blocks = tuple(tasks[a:b] for a, b in zip(lo, hi, strict=True))
-        gi = len(out)
-        out.append(Group(proc, blocks, "microbatch", _phase(np.concatenate(blocks), marks), step))
-        for b, (a, e) in enumerate(zip(lo, hi, strict=True)):
-            covered[a:e] = True
-            pos = np.flatnonzero(kept[a:e]) + a
-            min_cover = max(2 * MIN_PERIOD, int(MIN_SHARE * (e - a)))
-            for s_, p_, c in _layer_repeats(seq, pos, min_cover):
-                lb = tuple(tasks[pos[s_ + k * p_ : s_ + (k + 1) * p_]] for k in range(c))
-                out.append(Group(proc, lb, "layer", _phase(lb[0], marks), step, (gi, b)))
+    for run_lo, run_hi in _microbatch_blocks(g, tasks, seq):
+        run = tuple(tasks[a:b] for a, b in zip(run_lo, run_hi, strict=True))
+        for first, end, phase in _by_phase(run, marks):
+            gi = len(out)
+            out.append(Group(proc, run[first:end], "microbatch", phase, step))
+            for b in range(end - first):
+                a, e = run_lo[first + b], run_hi[first + b]
+                covered[a:e] = True
+                pos = np.flatnonzero(kept[a:e]) + a
+                min_cover = max(2 * MIN_PERIOD, int(MIN_SHARE * (e - a)))
+                for s_, p_, c in _layer_repeats(seq, pos, min_cover):
+                    lb = tuple(tasks[pos[s_ + k * p_ : s_ + (k + 1) * p_]] for k in range(c))
+                    out.append(Group(proc, lb, "layer", _phase(lb[0], marks), step, (gi, b)))
     rest = np.flatnonzero(kept & ~covered)
     min_cover = max(2 * MIN_PERIOD, int(MIN_SHARE * len(tasks)))
     for s_, p_, c in _layer_repeats(seq, rest, min_cover):
@@ -296,6 +298,12 @@ def _microbatch_blocks(
         while j + 1 < len(pos) and seq[pos[j + 1]] == seq[pos[i]]:
             j += 1
         run = pos[i : j + 1].tolist()
+        if len(run) < 2:
+            pairs = _pair_run(g, tasks, seq, pos, i)
+            if pairs:
+                out.append(pairs)
+                i += 2 * len(pairs[0])
+                continue
         i = j + 1
         if len(run) < 2:
             continue
@@ -313,6 +321,41 @@ def _microbatch_blocks(
             ends[-1] = min(ends[-1], out[k + 1][0][0])
         if k > 0:
             starts[0] = max(starts[0], out[k - 1][1][-1])
+    return out
+
+
+def _pair_run(
+    g: ExecGraph, tasks: NDArray[np.int64], seq: NDArray[np.int64], pos: NDArray[np.int64], i: int
+) -> tuple[list[int], list[int]] | None:
+    """Blocks of a middle pipeline stage, which receives and then sends once per micro-batch:
+    two or more repeats of one (receive, send) pair from ``pos[i]`` on, each block from its
+    receive to its send (inclusive)."""
+    if i + 3 >= len(pos) or "recv" not in g.task_name(int(tasks[pos[i]])):
+        return None
+    if "send" not in g.task_name(int(tasks[pos[i + 1]])):
+        return None
+    first = (seq[pos[i]], seq[pos[i + 1]])
+    k = i
+    while k + 1 < len(pos) and (seq[pos[k]], seq[pos[k + 1]]) == first:
+        k += 2
+    if k - i < 4:
+        return None
+    starts = pos[i:k:2].tolist()
+    return starts, [int(e) + 1 for e in pos[i + 1 : k : 2].tolist()]
+
+
+def _by_phase(
+    blocks: tuple[NDArray[np.int64], ...], marks: tuple[NDArray[np.bool_], ...]
+) -> list[tuple[int, int, str]]:
+    """``(first, end, phase)`` of the runs of blocks of one phase (a middle stage's forward
+    and backward messages look alike)."""
+    phases = [_phase(b, marks) for b in blocks]
+    out: list[tuple[int, int, str]] = []
+    for b, ph in enumerate(phases):
+        if out and out[-1][2] == ph:
+            out[-1] = (out[-1][0], b + 1, ph)
+        else:
+            out.append((b, b + 1, ph))
     return out
 
 
