@@ -19,7 +19,9 @@
 
 5. ``schedule``: each rank's micro-batch blocks re-ordered (:mod:`lumos.estimate.pipeline`).
 
-Changing ``pp`` is not supported (a :class:`~lumos.errors.ConfigError` says so).
+``pp`` (a multiple of the traced stages) is applied before the layers and together with them:
+each stage is split by :func:`~lumos.estimate.stages.restage` into stages of ``layers / pp``
+layers. Fewer stages than traced is a :class:`~lumos.errors.ConfigError`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from lumos.estimate.shapes import (
     retime,
     retime_spans,
 )
+from lumos.estimate.stages import restage
 from lumos.graph.kinds import AnnotationKind, CommType, DepKind
 from lumos.graph.model import ExecGraph, Workload
 
@@ -83,9 +86,6 @@ def reshape_workload(
         raise ConfigError(f"unknown model key {unknown[0]!r} (known: {', '.join(MODEL_KEYS)})")
     edits: list[Edit] = []
     pp = base.values.get("pp", 1)
-    if "pp" in changes and changes["pp"] != pp:
-        raise ConfigError(f"pp={changes['pp']}: changing the number of pipeline stages "
-                          f"(traced pp={pp}) is not supported yet")  # fmt: skip
     graphs = list(workload.graphs)
     maps = list(base.layer_maps) or [find_layers(g) for g in graphs]
     param_ratio = 1.0
@@ -101,7 +101,24 @@ def reshape_workload(
             edits.append(replace(e, name=f"microbatches {m_old} -> {m_new}"))
             maps = [find_layers(g) for g in graphs]
     old_layers = base.values.get("layers", -1)
-    if "layers" in changes and changes["layers"] != old_layers:
+    if "pp" in changes and changes["pp"] != pp:
+        new_pp = changes["pp"]
+        layers = changes.get("layers", base.need("layers"))
+        restaged, st = restage(workload.replace_graphs(graphs), maps, layers, new_pp)
+        graphs = list(restaged.graphs)
+        maps = [find_layers(g) for g in graphs]
+        edits.append(Edit(
+            name=f"pp {pp} -> {new_pp}" + (f", layers {old_layers} -> {layers}"
+                                           if layers != old_layers else ""),
+            tasks_added=sum(g.num_tasks for g in graphs) - sum(g.num_tasks for g in workload.graphs),
+            tasks_retimed=st["tasks_zeroed"] + st["messages_added"],
+            model="each stage split into copies holding layers / pp layers each",
+            detail=f"{st['messages_added']} messages at the new stage boundaries (the trace's "
+                   f"median transfer); {st['tasks_zeroed']} tasks of the embedding and head "
+                   "kept with no time on the stages that no longer run them",
+        ))  # fmt: skip
+        pp = new_pp
+    elif "layers" in changes and changes["layers"] != old_layers:
         new = changes["layers"]
         old = base.need("layers")
         if new % pp or new < pp:

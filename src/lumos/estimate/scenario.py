@@ -18,7 +18,8 @@ key                             meaning
 ``microbatch_size=N``           given)
 ``microbatches=N``              N micro-batches per step in a pipeline run (same micro-batch
                                 size; the traced schedule is kept)
-``pp=N``                        pipeline stages (only the traced value is supported)
+``pp=N``                        pipeline stages: a multiple of the traced ones (each stage
+                                split, layers spread evenly; :mod:`lumos.estimate.stages`)
 ``schedule=gpipe|1f1b``         a pipeline run's micro-batches in another order (the traced
                                 order is kept unless this is given)
 ==============================  ===============================================================

@@ -1,0 +1,142 @@
+"""Changing the number of pipeline stages: a recorded 2-stage GPipe run split into 4 stages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.estimate.test_reorder import _issue_order
+
+from lumos.errors import ConfigError
+from lumos.estimate.baseline import detect_baseline
+from lumos.estimate.layers import find_layers
+from lumos.estimate.reshape import reshape_workload
+from lumos.estimate.stages import restage
+from lumos.graph.kinds import CommType, TaskKind
+from lumos.replay import build_workload
+from lumos.sim import simulate
+from lumos.sim.cost import TracedCost
+
+# 2 stages (rank 0 first), 4 layers (2 per stage), 2 micro-batches, 3 recorded steps, GPipe
+RUN = Path(__file__).parents[1] / "data" / "whatif_pairs" / "pp_microbatches_x2"
+
+
+@pytest.fixture(scope="module")
+def traced():
+    workload, _ = build_workload([str(RUN)])
+    return workload, [find_layers(g) for g in workload.graphs]
+
+
+def _messages(g) -> str:
+    """The rank's sends and receives in program order: ``S2`` sends to rank 2, ``R0``
+    receives from rank 0."""
+    t, c = g.tasks, g.comms
+    has = np.flatnonzero(t.comm_idx >= 0)
+    has = has[np.argsort(t.order[has], kind="stable")]
+    ci = t.comm_idx[has]
+    return " ".join(
+        ("S" if k == int(CommType.SEND) else "R") + str(p)
+        for k, p in zip(c.kind[ci].tolist(), c.peer_rank[ci].tolist(), strict=True)
+    )
+
+
+def test_four_stages_exchange_with_their_neighbours(traced):
+    workload, maps = traced
+    out, counts = restage(workload, maps, layers=4, new_pp=4)
+    assert [g.rank for g in out.graphs] == [0, 1, 2, 3]
+    assert {g.world_size for g in out.graphs} == {4}
+    step = {  # per step: 2 forwards, then 2 backwards
+        0: "S1 S1 R1 R1",
+        1: "R0 S2 R0 S2 R2 S0 R2 S0",
+        2: "R1 S3 R1 S3 R3 S1 R3 S1",
+        3: "R2 R2 S2 S2",
+    }
+    for g in out.graphs:
+        assert _messages(g) == " ".join([step[g.rank]] * 3)
+    # new boundary messages: stage 1's forward receives and backward sends (it was stage 0's
+    # embedding) and stage 2's forward sends and backward receives (stage 1's head and loss)
+    assert counts["messages_added"] == 2 * (2 + 2) * 3
+    # the middle stages are recognised as pipeline stages of 2 micro-batches
+    for g in out.graphs:
+        lm = find_layers(g)
+        assert lm.num_microbatches == 2
+        assert sorted({x.phase for x in lm.microbatch_groups()}) == ["backward", "forward"]
+    simulate(out, TracedCost())  # every send meets its receive
+
+
+def test_each_new_stage_runs_half_the_layers_and_hands_over_the_rest(traced):
+    workload, maps = traced
+    out, counts = restage(workload, maps, layers=4, new_pp=4)
+    total = 0
+    for new, g in enumerate(out.graphs):
+        old, lm = workload.graphs[new // 2], maps[new // 2]
+        # every layer group keeps its first block of 2 (each new stage holds 1 layer)
+        dropped = sum(int(old.tasks.dur_ns[x.blocks[1]].sum()) for x in lm.layer_groups())
+        # the tasks handed to the other half take no time; the messages replacing them take
+        # the trace's median transfer of their kind
+        t = g.tasks
+        added = np.flatnonzero(t.comm_idx >= len(old.comms))
+        handed = (
+            int(old.tasks.dur_ns.sum())
+            - dropped
+            - (int(t.dur_ns.sum()) - int(t.dur_ns[added].sum()))
+        )
+        if new in (0, 3):
+            assert len(added) == 0 and handed == 0
+        else:
+            assert len(added) == 12 and handed > 0
+            assert (t.kind[added] == int(TaskKind.CPU_COMM)).all()
+        total += len(added)
+    assert total == counts["messages_added"]
+
+
+def test_layers_and_stages_change_together(traced):
+    workload, _ = traced
+    base = detect_baseline(workload)
+    out, edits = reshape_workload(workload, base, {"pp": 4, "layers": 8})
+    assert edits[0].name == "pp 2 -> 4, layers 4 -> 8"
+    assert [find_layers(g).num_layers for g in out.graphs] == [2, 2, 2, 2]
+
+
+def test_what_cannot_be_split_is_refused(traced):
+    workload, maps = traced
+    with pytest.raises(ConfigError, match="pp=3: the traced 2 stages"):
+        restage(workload, maps, layers=6, new_pp=3)
+    with pytest.raises(ConfigError, match="layers=6 do not split evenly into 4"):
+        restage(workload, maps, layers=6, new_pp=4)
+
+
+# a recorded 4-stage GPipe run: ranks 1 and 2 receive and send in every micro-batch
+FOUR = Path(__file__).parents[1] / "data" / "pipeline_4_stages"
+
+
+def test_a_recorded_pipelines_middle_stages_are_found():
+    workload, _ = build_workload([str(FOUR)])
+    maps = [find_layers(g) for g in workload.graphs]
+    assert [(lm.num_layers, lm.num_microbatches) for lm in maps] == [(2, 2)] * 4
+    for lm in maps:  # per step one forward group and one backward group of 2 blocks
+        assert sorted((x.step, x.phase, x.count) for x in lm.microbatch_groups()) == [
+            (s, p, 2) for s in (0, 1) for p in ("backward", "forward")
+        ]
+    base = detect_baseline(workload)
+    assert (base.values["pp"], base.values["layers"], base.values["microbatches"]) == (4, 8, 2)
+    # re-ordered to 1F1B on 4 stages: stage 0 runs F1 F2 B1 B2 (2 micro-batches < 3 warm-ups),
+    # the last stage F1 B1 F2 B2 (each send issued with the next receive), without a deadlock
+    out, _ = reshape_workload(workload, base, {}, "1f1b")
+    simulate(out, TracedCost())
+    assert _issue_order(out.graphs[0]) == "SSRR" * 2
+    assert _issue_order(out.graphs[3]) == "RSRS" * 2
+
+
+def test_a_recorded_four_stage_pipeline_splits_into_eight():
+    workload, _ = build_workload([str(FOUR)])
+    out, edits = reshape_workload(workload, detect_baseline(workload), {"pp": 8})
+    assert edits[0].name == "pp 4 -> 8"
+    # the old middle stages needed no new boundary: only the first stage's embedding and the
+    # last stage's head are handed over (2 messages per micro-batch each way, 2 steps)
+    assert "16 messages at the new stage boundaries" in edits[0].detail
+    assert [g.rank for g in out.graphs] == list(range(8))
+    step = "R2 S4 R2 S4 R4 S2 R4 S2"  # new stage 3 (old stage 1's second half)
+    assert _messages(out.graphs[3]) == " ".join([step] * 2)
+    simulate(out, TracedCost())
