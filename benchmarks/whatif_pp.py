@@ -1,12 +1,13 @@
-"""Changing ``pp``, measured: the bundled pipeline with 2 stages (2 ranks) and with 4 stages (4
-ranks), in back-to-back jobs (one configuration per job: the rank counts differ), ``--repeats``
-times, and ``lumos estimate --set pp=4`` from each 2-stage run.
+"""Changing ``pp``, measured: the bundled pipeline with ``--from`` stages and with ``--to``
+stages (one rank each), in back-to-back jobs (one configuration per job: the rank counts
+differ), ``--repeats`` times, and ``lumos estimate --set pp=TO`` from each ``--from`` run.
 
-    python benchmarks/whatif_pp.py -o OUT [--steps 8] [--repeats 2]
+    python benchmarks/whatif_pp.py -o OUT [--from 2] [--to 4] [--steps 8] [--repeats 2]
 
 Prints per repeat the measured median steps and the estimate's error. On a machine with fewer
-cores than 4 ranks, the 4-stage job's processes share cores and its measured steps include that
-contention, which the estimate (each rank on its own core) does not model.
+cores than ranks, a job's processes share cores and its measured steps include that contention,
+which the estimate (each rank on its own core) does not model: ``--from 2 --to 1`` (stages
+merged onto one rank) is the pair a 2-core machine measures fairly.
 """
 
 from __future__ import annotations
@@ -45,22 +46,25 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("-o", "--out", type=Path, required=True)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--from", dest="src", type=int, default=2, help="traced stages")
+    p.add_argument("--to", dest="dst", type=int, default=4, help="estimated stages")
     args = p.parse_args(argv)
+    a, b = args.src, args.dst
     rows = []
     for rep in range(args.repeats):
         out = args.out / f"repeat{rep}"
-        two, four = _job(out, 2, args.steps), _job(out, 4, args.steps)
-        m2 = statistics.median(measured_steps_ms(two))
-        m4 = statistics.median(measured_steps_ms(four))
-        workload, _ = build_workload([str(two)])
-        est = estimate(workload, [parse_scenario(["pp=4"])])
-        e4 = est.rows[1].median_step_ns / 1e6
-        rows.append({"pp2_ms": m2, "pp4_ms": m4, "estimate_pp4_ms": round(e4, 3),
-                     "error_pct": round(100 * (e4 - m4) / m4, 1)})  # fmt: skip
-        print(f"repeat {rep}: pp=2 {m2:.1f} ms, pp=4 measured {m4:.1f} ms "
-              f"({100 * (m4 - m2) / m2:+.1f} %), estimated {e4:.1f} ms "
-              f"({100 * (e4 - m2) / m2:+.1f} %), error {rows[-1]['error_pct']:+.1f} %")  # fmt: skip
-    (args.out / "whatif_pp.json").write_text(json.dumps(rows, indent=1) + "\n")
+        run_a, run_b = _job(out, a, args.steps), _job(out, b, args.steps)
+        ma = statistics.median(measured_steps_ms(run_a))
+        mb = statistics.median(measured_steps_ms(run_b))
+        workload, _ = build_workload([str(run_a)])
+        est = estimate(workload, [parse_scenario([f"pp={b}"])])
+        eb = est.rows[1].median_step_ns / 1e6
+        rows.append({f"pp{a}_ms": ma, f"pp{b}_ms": mb, f"estimate_pp{b}_ms": round(eb, 3),
+                     "error_pct": round(100 * (eb - mb) / mb, 1)})  # fmt: skip
+        print(f"repeat {rep}: pp={a} {ma:.1f} ms, pp={b} measured {mb:.1f} ms "
+              f"({100 * (mb - ma) / ma:+.1f} %), estimated {eb:.1f} ms "
+              f"({100 * (eb - ma) / ma:+.1f} %), error {rows[-1]['error_pct']:+.1f} %")  # fmt: skip
+    (args.out / f"whatif_pp_{a}_to_{b}.json").write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":

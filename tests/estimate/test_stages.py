@@ -140,3 +140,57 @@ def test_a_recorded_four_stage_pipeline_splits_into_eight():
     step = "R2 S4 R2 S4 R4 S2 R4 S2"  # new stage 3 (old stage 1's second half)
     assert _messages(out.graphs[3]) == " ".join([step] * 2)
     simulate(out, TracedCost())
+
+
+def _p2p_names(g) -> str:
+    """``S``/``R`` per send/receive op on the rank's thread in program order, matched or not."""
+    t = g.tasks
+    order = np.argsort(t.order, kind="stable")
+    out = []
+    for i in order.tolist():
+        name = g.task_name(i)
+        if name.startswith("gloo:send"):
+            out.append("S")
+        elif name.startswith("gloo:recv"):
+            out.append("R")
+    return "".join(out)
+
+
+def test_two_stages_merged_run_micro_batch_by_micro_batch(traced):
+    workload, _ = traced
+    base = detect_baseline(workload)
+    out, edits = reshape_workload(workload, base, {"pp": 1})
+    assert edits[0].name == "pp 2 -> 1"
+    assert edits[0].detail == "24 messages between merged stages made local"
+    (g,) = out.graphs
+    assert (g.rank, g.world_size) == (0, 1)
+    assert g.num_tasks == sum(x.num_tasks for x in workload.graphs)
+    # stage 0's forward i (ending in its send), then stage 1's (starting with its receive);
+    # backward i of stage 1 (ending in its send) before stage 0's (starting with its receive)
+    assert _p2p_names(g) == "SRSR" * 2 * 3
+    assert (g.tasks.comm_idx < 0).all()  # nothing left to match: one rank
+    # a local message waits for nobody: the gaps beside it are at most the thread's median gap
+    e = g.edges
+    on_thread = e.kind == 0  # INTRA_THREAD
+    local = np.array([g.task_name(i).startswith("gloo:") for i in range(g.num_tasks)])
+    near = on_thread & (local[e.src] | local[e.dst])
+    traced = np.concatenate([x.edges.delay_ns[x.edges.kind == 0] for x in workload.graphs])
+    assert near.sum() >= 24 and e.delay_ns[near].max() <= 2 * np.median(traced)
+    assert traced.max() > 10 * np.median(traced)  # (the trace had long ones)
+    # one thread, nothing to wait for: the step is every task and every gap, one after another
+    res = simulate(out, TracedCost())
+    assert res.makespan_ns == int(g.tasks.dur_ns.sum()) + int(e.delay_ns[on_thread].sum())
+
+
+def test_four_recorded_stages_merged_into_two():
+    workload, _ = build_workload([str(FOUR)])
+    out, edits = reshape_workload(workload, detect_baseline(workload), {"pp": 2})
+    assert edits[0].name == "pp 4 -> 2"
+    # on each new rank, per step and micro-batch, a send and its receive forward and backward
+    # became local: 2 ranks x 2 steps x 2 micro-batches x 4
+    assert "32 messages between merged stages made local" in edits[0].detail
+    assert [g.rank for g in out.graphs] == [0, 1]
+    # rank 0 (stages 0 and 1) still sends forward to rank 1 and receives from it backward
+    assert _messages(out.graphs[0]) == " ".join(["S1 S1 R1 R1"] * 2)
+    assert _messages(out.graphs[1]) == " ".join(["R0 R0 S0 S0"] * 2)
+    simulate(out, TracedCost())

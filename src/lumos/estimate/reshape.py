@@ -19,9 +19,10 @@
 
 5. ``schedule``: each rank's micro-batch blocks re-ordered (:mod:`lumos.estimate.pipeline`).
 
-``pp`` (a multiple of the traced stages) is applied before the layers and together with them:
-each stage is split by :func:`~lumos.estimate.stages.restage` into stages of ``layers / pp``
-layers. Fewer stages than traced is a :class:`~lumos.errors.ConfigError`.
+``pp``: more stages (a multiple of the traced ones) are applied before the layers and together
+with them, each stage split by :func:`~lumos.estimate.stages.restage` into stages of
+``layers / pp`` layers; fewer (a divisor) after the layers, neighbouring stages merged onto one
+rank by :func:`~lumos.estimate.merge.merge_stages`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from lumos.errors import ConfigError
 from lumos.estimate.baseline import Baseline
 from lumos.estimate.blocks import resize_groups
 from lumos.estimate.layers import BACKWARD_PATTERN, OPTIMIZER_PATTERN, find_layers, marked
+from lumos.estimate.merge import merge_stages
 from lumos.estimate.pipeline import reschedule
 from lumos.estimate.shapes import (
     Dims,
@@ -101,7 +103,7 @@ def reshape_workload(
             edits.append(replace(e, name=f"microbatches {m_old} -> {m_new}"))
             maps = [find_layers(g) for g in graphs]
     old_layers = base.values.get("layers", -1)
-    if "pp" in changes and changes["pp"] != pp:
+    if "pp" in changes and changes["pp"] > pp:
         new_pp = changes["pp"]
         layers = changes.get("layers", base.need("layers"))
         restaged, st = restage(workload.replace_graphs(graphs), maps, layers, new_pp)
@@ -134,6 +136,17 @@ def reshape_workload(
                               model="time in proportion to the parameters it updates",
                               detail=f"multi-tensor optimizer (no per-layer updates to copy): "
                                      f"parameters x{param_ratio:.3f}"))  # fmt: skip
+    if "pp" in changes and changes["pp"] < pp:
+        new_pp = changes["pp"]
+        merged, st = merge_stages(workload.replace_graphs(graphs), maps, new_pp)
+        graphs = list(merged.graphs)
+        maps = [find_layers(g) for g in graphs]
+        edits.append(Edit(
+            name=f"pp {pp} -> {new_pp}", tasks_retimed=st["messages_local"],
+            model=f"{pp // new_pp} neighbouring stages on one rank, micro-batch by micro-batch",
+            detail=f"{st['messages_local']} messages between merged stages made local",
+        ))  # fmt: skip
+        pp = new_pp
     shape_changes = {k: v for k, v in changes.items() if k in _SHAPE_KEYS}
     act_ratio = 1.0
     if any(base.values.get(k) != v for k, v in shape_changes.items()):

@@ -19,7 +19,8 @@ key                             meaning
 ``microbatches=N``              N micro-batches per step in a pipeline run (same micro-batch
                                 size; the traced schedule is kept)
 ``pp=N``                        pipeline stages: a multiple of the traced ones (each stage
-                                split, layers spread evenly; :mod:`lumos.estimate.stages`)
+                                split, layers spread evenly; :mod:`lumos.estimate.stages`) or
+                                a divisor (neighbours merged; :mod:`lumos.estimate.merge`)
 ``schedule=gpipe|1f1b``         a pipeline run's micro-batches in another order (the traced
                                 order is kept unless this is given)
 ==============================  ===============================================================

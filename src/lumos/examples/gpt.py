@@ -16,10 +16,12 @@ backward (small buckets, so a tiny model still shows several collectives).
 ``pipeline``: one stage per rank: rank 0 holds the embedding and the first ``layers / world``
 blocks, the next ranks the next blocks, the last rank also the loss; each step runs
 ``--microbatches`` forward passes (activations sent rank r -> r + 1), then the backward passes
-(activation gradients sent r + 1 -> r), GPipe style.
+(activation gradients sent r + 1 -> r), GPipe style. On one rank it is the whole model with
+gradients accumulated over the micro-batches (a pipeline of one stage).
 
 ``--alternate KEY=VALUE[,KEY=VALUE...]`` (keys: ``layers hidden ffn_mult ffn heads seq batch
-microbatches vocab``; ``ffn`` is the MLP width, a multiple of ``hidden``) builds a second
+microbatches vocab stages``; ``ffn`` is the MLP width, a multiple of ``hidden``; ``stages``
+runs a pipeline on fewer ranks, the others idle) builds a second
 configuration B, the flags' configuration A with those overrides, each with its own model,
 optimizer and DDP wrapper or pipeline stages, and runs steps A, B, A, B, ... so both see the same
 machine speed. Each step is one profiler step whose work runs inside a
@@ -63,7 +65,7 @@ CONFIG_MARKER = "config:"
 ALTERNATE_FILE = "alternate.json"
 #: ``--alternate`` keys, each the name of the command-line flag it overrides (``ffn`` aside).
 ALTERNATE_KEYS = ("layers", "hidden", "ffn_mult", "ffn", "heads", "seq", "batch", "microbatches",
-                  "vocab")  # fmt: skip
+                  "vocab", "stages")  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -264,10 +266,13 @@ def _pipeline_trainer(
 ) -> tuple[dict[str, int], Step]:
     """This rank's pipeline stage and optimizer; returns (parallel degrees, step)."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    if world < 2:
-        raise SystemExit(f"--mode pipeline needs at least 2 ranks (one per stage), got {world}")
-    first, last = rank == 0, rank == world - 1
-    stage = build_stages(cfg, world)[rank].to(device)
+    stages = args.stages or world
+    if stages > world:
+        raise SystemExit(f"--stages {stages}: more stages than ranks ({world})")
+    if rank >= stages:
+        return {"pp": stages, "num_microbatches": args.microbatches}, dist.barrier
+    first, last = rank == 0, rank == stages - 1
+    stage = build_stages(cfg, stages)[rank].to(device)
     torch.manual_seed(SEED + 1)
     head = _head(cfg).to(device) if last else None
     params = list(stage.parameters()) + (list(head.parameters()) if head is not None else [])
@@ -310,8 +315,10 @@ def _pipeline_trainer(
         with _phase("optimizer", spans):
             opt.step()
             opt.zero_grad(set_to_none=True)
+        if stages < world:
+            dist.barrier()
 
-    return {"pp": world, "num_microbatches": args.microbatches}, step
+    return {"pp": stages, "num_microbatches": args.microbatches}, step
 
 
 def _loop(args: argparse.Namespace, parallel: dict[str, int], step, device) -> list[float]:
@@ -366,6 +373,8 @@ def config_of(args: argparse.Namespace) -> GPTConfig:
 def config_dict(args: argparse.Namespace) -> dict[str, int]:
     """One configuration in ``--alternate`` keys (``ffn`` as the MLP width, not ``ffn_mult``)."""
     out = {k: int(getattr(args, k)) for k in ALTERNATE_KEYS if k not in ("ffn", "ffn_mult")}
+    if not out["stages"]:  # one per rank
+        del out["stages"]
     out["ffn"] = int(args.ffn_mult * args.hidden)
     return dict(sorted(out.items()))
 
@@ -401,6 +410,8 @@ def flags_of(args: argparse.Namespace) -> list[str]:
     out = ["--mode", args.mode, "--arch", args.arch] + (["--plain"] if args.plain else [])
     for k in ("batch", "microbatches", "layers", "hidden", "ffn_mult", "heads", "seq", "vocab"):
         out += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
+    if args.stages:
+        out += ["--stages", str(args.stages)]
     return out
 
 
@@ -472,6 +483,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--microbatches", type=int, default=2, help="pipeline mode only")
+    p.add_argument("--stages", type=int, default=0,
+                   help="pipeline mode: stages on ranks 0..N-1, the other ranks idle (they meet "
+                   "the stages at a barrier after each step); 0: one per rank")  # fmt: skip
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
