@@ -22,7 +22,8 @@ The spans of iterations (``ProfilerStep``) are the first merged stage's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,7 +45,7 @@ from lumos.graph.model import (
     Workload,
 )
 
-__all__ = ["merge_graphs", "merge_stages"]
+__all__ = ["block_keys", "merge_graphs", "merge_in_order", "merge_stages", "place"]
 
 _P2P = (int(CommType.SEND), int(CommType.RECV))
 
@@ -157,26 +158,23 @@ def merge_graphs(graphs: Sequence[ExecGraph]) -> ExecGraph:
     return merged
 
 
-def _block_keys(
-    g: ExecGraph, lm: LayerMap, part: int, parts: int
+def block_keys(
+    g: ExecGraph, lm: LayerMap, position: Callable[[bool, int], int]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Per task of stage graph ``g``: its sort key ``(step, slot)`` within a merged rank, where
-    ``slot`` orders forward ``i`` of part 0, 1, ... then backward ``i`` of the last part
-    first, and ``-1`` for tasks outside blocks (placed by :func:`_place`)."""
+    """Per task of stage graph ``g``: its step and its slot on the merged rank,
+    ``position(backward, micro-batch)`` for the tasks of a micro-batch block, ``-1`` for tasks
+    outside blocks (placed by :func:`place`)."""
     step = np.full(g.num_tasks, -1, dtype=np.int64)
     slot = np.full(g.num_tasks, -1, dtype=np.int64)
     mb = lm.microbatch_groups()
-    m = max((x.count for x in mb), default=0)
     for grp, blocks in zip(mb, block_contents(g, mb), strict=True):
-        back = grp.phase == "backward"
         for b, members in enumerate(blocks):
             step[members] = grp.step
-            pos = (parts - 1 - part) if back else part
-            slot[members] = (int(back) * m + b) * parts + pos
+            slot[members] = position(grp.phase == "backward", b)
     return step, slot
 
 
-def _place(
+def place(
     g: ExecGraph, step: NDArray[np.int64], slot: NDArray[np.int64], end_slot: int, part: int
 ) -> NDArray[np.int64]:
     """Sort keys ``(step, slot, part, order)`` flattened: a task outside the blocks takes the
@@ -202,6 +200,21 @@ def _place(
             elif key_step[t_] < 0:
                 key_step[t_], key_slot[t_] = 0, -1
     return (key_step * (end_slot + 2) + key_slot + 1) * 4096 + part
+
+
+def merge_in_order(graphs: Sequence[ExecGraph], keys: Sequence[NDArray[np.int64]]) -> ExecGraph:
+    """:func:`merge_graphs` of ``graphs`` (the later ones without the gaps between their
+    steps), each processor's tasks in the order of their ``keys`` (from :func:`place`)."""
+    merged = merge_graphs([_no_gap_before_steps(g) if i else g for i, g in enumerate(graphs)])
+    key = np.concatenate(keys)
+    src = np.lexsort((merged.tasks.order, key, merged.tasks.processor_idx))
+    return rebuild_in_order(merged, src.astype(np.int64))[0]
+
+
+def _gpipe_slot(backward: bool, b: int, m: int, k: int, part: int) -> int:
+    """Forward ``b`` of each of the ``k`` merged stages in turn, then backward ``b`` from the
+    last stage."""
+    return (int(backward) * m + b) * k + ((k - 1 - part) if backward else part)
 
 
 def merge_stages(
@@ -230,13 +243,9 @@ def merge_stages(
         parts = by_stage[r * k : (r + 1) * k]
         keys = []
         for i, (g, lm) in enumerate(parts):
-            step, slot = _block_keys(g, lm, i, k)
-            keys.append(_place(g, step, slot, end_slot, i))
-        merged = merge_graphs([_no_gap_before_steps(g) if i else g
-                               for i, (g, _) in enumerate(parts)])  # fmt: skip
-        key = np.concatenate(keys)
-        src = np.lexsort((merged.tasks.order, key, merged.tasks.processor_idx))
-        merged, _ = rebuild_in_order(merged, src.astype(np.int64))
+            step, slot = block_keys(g, lm, partial(_gpipe_slot, m=m, k=k, part=i))
+            keys.append(place(g, step, slot, end_slot, i))
+        merged = merge_in_order([g for g, _ in parts], keys)
         merged, n = _localize(merged, {g.rank: stage[g.rank] for g, _ in parts}, stage, k, r)
         local += n
         out.append(merged.replace(rank=r, world_size=new_pp))

@@ -23,7 +23,7 @@ from lumos.graph.model import ExecGraph, Workload
 
 __all__ = ["SCHEDULES", "pipeline_stages", "reschedule"]
 
-SCHEDULES = ("gpipe", "1f1b")
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
 
 def _p2p(g: ExecGraph, tasks: np.ndarray, kind: CommType) -> list[int]:
@@ -71,8 +71,9 @@ def reschedule(workload: Workload, kind: str) -> tuple[Workload, int]:
     """Every rank's micro-batch blocks in the order of schedule ``kind`` (see the module), and
     how many sends were batched with the receive after them (``1f1b`` only: see
     :func:`~lumos.estimate.reorder.batch_sends`)."""
-    if kind not in SCHEDULES:
-        raise ConfigError(f"schedule={kind}: known schedules are {', '.join(SCHEDULES)}")
+    if kind not in SCHEDULES[:2]:
+        raise ConfigError(f"schedule={kind}: re-ordering knows {', '.join(SCHEDULES[:2])} "
+                          "(interleaved: lumos.estimate.interleave)")  # fmt: skip
     maps = [find_layers(g) for g in workload.graphs]
     stage = pipeline_stages(workload, maps)
     out = []

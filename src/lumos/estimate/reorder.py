@@ -92,13 +92,18 @@ def rebuild_in_order(g: ExecGraph, src: NDArray[np.int64]) -> tuple[ExecGraph, N
     return out, new_of
 
 
-def batch_sends(g: ExecGraph, eligible: NDArray[np.bool_] | None = None) -> tuple[ExecGraph, int]:
+def batch_sends(
+    g: ExecGraph, eligible: NDArray[np.bool_] | None = None, every: bool = False
+) -> tuple[ExecGraph, int]:
     """``g`` with every send (of the tasks ``eligible``, default all) whose next communication
     on its thread is a receive issued together with it, and how many were. Such a send moves
     to a lane of its own beside the thread (one lane per thread, label ``<thread>: batched
     sends``), starting where it started (after the task before it, with the same overhead);
     the thread goes straight on to the receive, and the task after the receive waits for the
-    send as well."""
+    send as well. With ``every``, all sends move to lanes and nothing waits for them
+    (non-blocking sends whose completion holds no one up: an interleaved schedule waits for a
+    send together with another stream's receive, which a send-then-next-receive pairing would
+    turn into a deadlock), each communicator and peer on a lane of its own."""
     t, c = g.tasks, g.comms
     indptr, perm = g.processor_order()
     kind = np.full(g.num_tasks, -1, dtype=np.int64)
@@ -111,19 +116,30 @@ def batch_sends(g: ExecGraph, eligible: NDArray[np.bool_] | None = None) -> tupl
     for p in np.flatnonzero(g.processors.kind == int(ProcessorKind.THREAD)).tolist():
         seq = perm[indptr[p] : indptr[p + 1]]
         pos = np.flatnonzero(kind[seq] >= 0)
-        if len(pos) < 2:
+        if len(pos) < (1 if every else 2):
             continue
-        a, b = pos[:-1], pos[1:]
-        pair = (kind[seq[a]] == int(CommType.SEND)) & (kind[seq[b]] == int(CommType.RECV))
+        a = pos
+        b = np.append(pos[1:], len(seq))  # the next communication (past the end: none)
+        nxt = np.where(b < len(seq), kind[seq[np.minimum(b, len(seq) - 1)]], -1)
+        pair = kind[seq[a]] == int(CommType.SEND)
+        if not every:
+            pair &= nxt == int(CommType.RECV)
         if eligible is not None:
             pair &= eligible[seq[a]]
         if not pair.any():
             continue
         a, b = a[pair], b[pair]
-        sends.append(seq[a])
-        prevs.append(np.where(a > 0, seq[np.maximum(a - 1, 0)], -1))
-        afters.append(np.where(b + 1 < len(seq), seq[np.minimum(b + 1, len(seq) - 1)], -1))
-        lanes_of.append(p)
+        recv_next = (nxt[pair] == int(CommType.RECV)) & (not every)
+        after = np.where(recv_next & (b + 1 < len(seq)), seq[np.minimum(b + 1, len(seq) - 1)], -1)
+        prev = np.where(a > 0, seq[np.maximum(a - 1, 0)], -1)
+        # non-blocking sends to different peers or communicators do not queue behind each other
+        stream = c.pg_idx[t.comm_idx[seq[a]]] * 65536 + c.peer_rank[t.comm_idx[seq[a]]]
+        for key in np.unique(stream) if every else [None]:
+            sel = slice(None) if key is None else stream == key
+            sends.append(seq[a][sel])
+            prevs.append(prev[sel])
+            afters.append(after[sel])
+            lanes_of.append(p)
     if not sends:
         return g, 0
     pr = g.processors
@@ -145,6 +161,16 @@ def batch_sends(g: ExecGraph, eligible: NDArray[np.bool_] | None = None) -> tupl
     out, new_of = rebuild_in_order(moved, moved.processor_order()[1])
     # a lane's sends are queued, not paced by the overhead they had on the thread
     e2 = out.edges
+    # the thread no longer waits for a moved send where the trace's blocking send held it
+    # (the build's "resumes after its own communication" edges): only the waits added here
+    moved_send = np.zeros(out.num_tasks, dtype=bool)
+    moved_send[new_of[send]] = True
+    own_thread = (
+        out.tasks.processor_idx[e2.dst]
+        == np.asarray(lanes_of)[np.maximum(out.tasks.processor_idx[e2.src] - len(pr), 0)]
+    )
+    held = (e2.kind == int(DepKind.INTER_THREAD)) & moved_send[e2.src] & own_thread
+    e2 = e2.take(np.flatnonzero(~held))
     on_lane = np.isin(out.tasks.processor_idx[e2.dst], np.arange(len(pr), len(pr) + len(lanes_of)))
     delay = np.where((e2.kind == int(DepKind.INTRA_THREAD)) & on_lane, 0, e2.delay_ns)
     issue = prev >= 0

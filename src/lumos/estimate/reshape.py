@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 from lumos.errors import ConfigError
 from lumos.estimate.baseline import Baseline
 from lumos.estimate.blocks import resize_groups
+from lumos.estimate.interleave import interleave
 from lumos.estimate.layers import BACKWARD_PATTERN, OPTIMIZER_PATTERN, find_layers, marked
 from lumos.estimate.merge import merge_stages
 from lumos.estimate.pipeline import reschedule
@@ -79,10 +80,15 @@ class Edit:
 
 
 def reshape_workload(
-    workload: Workload, base: Baseline, changes: Mapping[str, int], schedule: str | None = None
+    workload: Workload,
+    base: Baseline,
+    changes: Mapping[str, int],
+    schedule: str | None = None,
+    chunks: int | None = None,
 ) -> tuple[Workload, list[Edit]]:
     """``workload`` edited into the configuration ``base`` with ``changes`` applied, then its
-    micro-batches put in the order of ``schedule`` (``gpipe``, ``1f1b``) when given."""
+    micro-batches put in the order of ``schedule`` (``gpipe``, ``1f1b``, or ``interleaved``
+    with ``chunks`` model chunks per rank, default 2) when given."""
     unknown = sorted(set(changes) - set(MODEL_KEYS))
     if unknown:
         raise ConfigError(f"unknown model key {unknown[0]!r} (known: {', '.join(MODEL_KEYS)})")
@@ -183,7 +189,20 @@ def reshape_workload(
         graphs, e = resize_comms(graphs, param_ratio, act_ratio)
         edits.append(e)
     out = workload.replace_graphs(graphs)
-    if schedule is not None:
+    if schedule == "interleaved":
+        v = chunks or 2
+        layers = changes.get("layers", base.need("layers"))
+        out, st = interleave(out, maps, layers, v)
+        edits.append(Edit(
+            name=f"schedule interleaved, {v} chunks per rank", tasks_added=sum(
+                g.num_tasks for g in out.graphs) - sum(g.num_tasks for g in graphs),
+            tasks_retimed=st["tasks_zeroed"] + st["messages_added"],
+            model="stages split into virtual stages, each rank's chunks merged in the "
+                  "interleaved 1F1B order",
+            detail=f"{st['messages_added']} messages at the new virtual stage boundaries; "
+                   f"{st['sends_batched']} sends issued together with the receive after them",
+        ))  # fmt: skip
+    elif schedule is not None:
         out, batched = reschedule(out, schedule)
         detail = "the traced ops and dependencies, in the schedule's order"
         if batched:

@@ -166,7 +166,7 @@ def estimate(
         edited = workload
         if s.model or s.schedule:
             assert base is not None
-            edited, edits = reshape_workload(workload, base, dict(s.model), s.schedule)
+            edited, edits = reshape_workload(workload, base, dict(s.model), s.schedule, s.chunks)
         edited = _edit(edited, s)
         if s.needs_comm_model:
             if comm_model is None:
@@ -183,7 +183,8 @@ def estimate(
             raise SimulationError(
                 f"{s.label}: the re-ordered pipeline deadlocks: a stage waits for a send or "
                 "receive its neighbour never reaches (lumos issues a send together with the "
-                "receive right after it, as batch_isend_irecv does, in 1f1b orders only). "
+                "receive right after it, as batch_isend_irecv does, in 1f1b orders, and every "
+                "send without blocking in interleaved ones). "
                 f"({exc})"
             ) from None
     return Estimate(tuple(rows), baseline=None if base is None else base.to_dict())

@@ -23,6 +23,8 @@ key                             meaning
                                 a divisor (neighbours merged; :mod:`lumos.estimate.merge`)
 ``schedule=gpipe|1f1b``         a pipeline run's micro-batches in another order (the traced
                                 order is kept unless this is given)
+``schedule=interleaved``        interleaved 1F1B: each rank holds ``chunks`` model chunks
+``chunks=N``                    (virtual stages; default 2; :mod:`lumos.estimate.interleave`)
 ==============================  ===============================================================
 
 The model keys (``layers`` to ``pp``) are applied by :mod:`lumos.estimate.reshape` against the
@@ -41,7 +43,7 @@ from lumos.errors import ConfigError
 __all__ = ["KEYS", "MODEL_KEYS", "Scenario", "parse_scenario", "parse_sweep"]
 
 MODEL_KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatches", "microbatch_size", "pp")
-KEYS = ("dp", "straggler", "link", *MODEL_KEYS, "schedule")
+KEYS = ("dp", "straggler", "link", *MODEL_KEYS, "schedule", "chunks")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,11 +57,15 @@ class Scenario:
     model: tuple[tuple[str, int], ...] = ()
     #: Pipeline schedule to re-order micro-batches into (None: as traced).
     schedule: str | None = None
+    #: Model chunks per rank of the interleaved schedule (None: 2).
+    chunks: int | None = None
 
     def __post_init__(self) -> None:
         for key, value in self.model:
             if value < 1:
                 raise ConfigError(f"{key}={value}: expected a positive integer")
+        if self.chunks is not None and self.chunks < 2:
+            raise ConfigError(f"chunks={self.chunks}: the interleaved schedule needs chunks >= 2")
         if self.dp is not None and self.dp < 1:
             raise ConfigError(f"dp={self.dp}: the data-parallel group needs at least 1 rank")
         for key, pairs in (("straggler", self.straggler), ("link", self.link)):
@@ -84,6 +90,7 @@ class Scenario:
         parts += [f"link={r}:{_num(f)}" for r, f in self.link]
         parts += [f"{k}={v}" for k, v in self.model]
         parts += [] if self.schedule is None else [f"schedule={self.schedule}"]
+        parts += [] if self.chunks is None else [f"chunks={self.chunks}"]
         return " ".join(parts) or "baseline"
 
     def to_dict(self) -> dict[str, object]:
@@ -97,6 +104,8 @@ class Scenario:
         out.update(self.model)
         if self.schedule is not None:
             out["schedule"] = self.schedule
+        if self.chunks is not None:
+            out["chunks"] = self.chunks
         return out
 
 
@@ -130,6 +139,11 @@ def _apply(s: Scenario, key: str, value: str) -> Scenario:
         if value not in SCHEDULES:
             raise ConfigError(f"--set schedule={value}: known schedules: {', '.join(SCHEDULES)}")
         return replace(s, schedule=value)
+    if key == "chunks":
+        try:
+            return replace(s, chunks=int(value))
+        except ValueError:
+            raise ConfigError(f"--set chunks={value}: expected an integer") from None
     if key in MODEL_KEYS:
         try:
             v = int(value)
@@ -155,6 +169,13 @@ def parse_scenario(sets: Sequence[str]) -> Scenario:
     s = Scenario()
     for spec in sets:
         s = _apply(s, *_split(spec, "--set"))
+    return _complete(s)
+
+
+def _complete(s: Scenario) -> Scenario:
+    """``s`` once every key is set (checks between keys given in any order)."""
+    if s.chunks is not None and s.schedule != "interleaved":
+        raise ConfigError(f"chunks={s.chunks}: needs --set schedule=interleaved")
     return s
 
 
@@ -169,5 +190,5 @@ def parse_sweep(base: Scenario, sweeps: Sequence[str]) -> list[Scenario]:
         key, values = _split(spec, "--sweep")
         for v in values.split(","):
             if v.strip():
-                out.append(_apply(base, key, v.strip()))
+                out.append(_complete(_apply(base, key, v.strip())))
     return out
