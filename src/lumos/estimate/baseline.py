@@ -134,7 +134,9 @@ def detect_baseline(workload: Workload, given: Mapping[str, int] | None = None) 
     if any(per_rank):
         layers = int(np.median(per_rank)) * pp
         values["layers"] = layers
-        how["layers"] = f"{', '.join(map(str, per_rank))} repeated blocks per rank x pp {pp}"
+        found = ("forward calls of " + maps[0].how.split("(", 1)[1].rstrip(")")
+                 if maps[0].how.startswith("module annotations") else "repeated blocks")  # fmt: skip
+        how["layers"] = f"{', '.join(map(str, per_rank))} {found} per rank x pp {pp}"
     mbs = [lm.num_microbatches for lm in maps]
     values["microbatches"] = max(mbs) if mbs else 1
     how["microbatches"] = ("micro-batch blocks (one send/receive each) per step"

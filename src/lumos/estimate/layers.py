@@ -35,6 +35,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos.estimate.layer_modules import module_layers
+from lumos.graph.build_spans import MODULE_PREFIX
 from lumos.graph.kinds import AnnotationKind, TaskKind
 from lumos.graph.model import ExecGraph, ProcessorKind
 
@@ -234,15 +236,22 @@ def find_layers(g: ExecGraph) -> LayerMap:
     )
     back_name = marked(g, BACKWARD_PATTERN, indptr, perm)
     opt_name = marked(g, OPTIMIZER_PATTERN, indptr, perm)
+    mods = module_layers(g, real, back_name)
     groups: list[Group] = []
     for p in np.flatnonzero(g.processors.kind == int(ProcessorKind.THREAD)).tolist():
         order = perm[indptr[p] : indptr[p + 1]]
         order = order[real[order]]
-        if len(order) < 4 * MIN_PERIOD:
+        mine = mods.blocks.get(p, []) if mods else []
+        if len(order) < 4 * MIN_PERIOD and not mine:
             continue
         for step, (lo, hi) in enumerate(_step_ranges(g, p, order)):
-            _groups_of_step(g, p, order[lo:hi], step, comm_name, (back_name, opt_name), groups)
-    return _summarize(groups)
+            tasks = order[lo:hi]
+            inside = np.zeros(g.num_tasks, dtype=bool)
+            inside[tasks] = True
+            blocks = [b for b in mine if inside[b[0]]]
+            _groups_of_step(g, p, tasks, step, comm_name, (back_name, opt_name), groups, blocks)
+    how = f"module annotations ({MODULE_PREFIX}{mods.module})" if mods else ""
+    return _summarize(groups, how)
 
 
 def _groups_of_step(
@@ -253,10 +262,20 @@ def _groups_of_step(
     comm_name: NDArray[np.bool_],
     marks: tuple[NDArray[np.bool_], NDArray[np.bool_]],
     out: list[Group],
+    modules: list[NDArray[np.int64]] | None = None,
 ) -> None:
+    """The groups of one step of thread ``proc`` (``tasks`` in program order), appended to
+    ``out``; ``modules`` are forward layer blocks found from module annotations
+    (:mod:`lumos.estimate.layer_modules`), kept as they are and left out of the search."""
     name_idx = g.tasks.name_idx[tasks]
     seq = _symbols(g, tasks)
     kept = ~comm_name[name_idx]
+    loc = np.full(g.num_tasks, -1, dtype=np.int64)
+    loc[tasks] = np.arange(len(tasks))
+    mods = modules or []
+    for m in mods:
+        kept[loc[m][loc[m] >= 0]] = False
+    placed = np.zeros(len(mods), dtype=bool)
     covered = np.zeros(len(tasks), dtype=bool)
     for run_lo, run_hi in _microbatch_blocks(g, tasks, seq):
         run = tuple(tasks[a:b] for a, b in zip(run_lo, run_hi, strict=True))
@@ -266,11 +285,19 @@ def _groups_of_step(
             for b in range(end - first):
                 a, e = run_lo[first + b], run_hi[first + b]
                 covered[a:e] = True
+                here = [k for k, m in enumerate(mods) if not placed[k] and a <= loc[m[0]] < e]
+                if here:
+                    placed[here] = True
+                    out.append(Group(proc, tuple(mods[k] for k in here), "layer", "forward",
+                                     step, (gi, b)))  # fmt: skip
                 pos = np.flatnonzero(kept[a:e]) + a
                 min_cover = max(2 * MIN_PERIOD, int(MIN_SHARE * (e - a)))
                 for s_, p_, c in _layer_repeats(seq, pos, min_cover):
                     lb = tuple(tasks[pos[s_ + k * p_ : s_ + (k + 1) * p_]] for k in range(c))
                     out.append(Group(proc, lb, "layer", _phase(lb[0], marks), step, (gi, b)))
+    if not placed.all():
+        out.append(Group(proc, tuple(m for k, m in enumerate(mods) if not placed[k]), "layer",
+                         "forward", step))  # fmt: skip
     rest = np.flatnonzero(kept & ~covered)
     min_cover = max(2 * MIN_PERIOD, int(MIN_SHARE * len(tasks)))
     for s_, p_, c in _layer_repeats(seq, rest, min_cover):
@@ -397,14 +424,16 @@ def marked(
     return out
 
 
-def _summarize(groups: list[Group]) -> LayerMap:
+def _summarize(groups: list[Group], how: str = "") -> LayerMap:
     # the forward decides: backward and optimizer repeats may be split differently
     layer_counts = [g.count for g in groups if g.level == "layer" and g.phase == "forward"] or [
         g.count for g in groups if g.level == "layer"
     ]
     mb_counts = [g.count for g in groups if g.level == "microbatch"]
     num_layers = _mode(layer_counts)
-    how = "repeated op sequence (names and Input Dims)" if groups else "no repeated layers found"
+    how = how or (
+        "repeated op sequence (names and Input Dims)" if groups else "no repeated layers found"
+    )
     return LayerMap(tuple(groups), num_layers, _mode(mb_counts) or 1, how)
 
 

@@ -14,7 +14,10 @@ from lumos.graph.model import AnnotationKind, Annotations
 from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_schema import Category
 
-__all__ = ["cpu_spans", "step_annotations"]
+__all__ = ["MODULE_PREFIX", "cpu_spans", "step_annotations"]
+
+#: Name prefix of the module calls PyTorch's profiler records with ``with_stack=True``.
+MODULE_PREFIX = "nn.Module: "
 
 
 def step_annotations(
@@ -77,7 +80,8 @@ def cpu_spans(
 ) -> Annotations:
     """USER annotations: every CPU op or user annotation on a thread that is not itself a task
     (the parents of the leaf tasks: modules, ``aten::linear``, the data loader, ...; and childless
-    annotations such as ``zero_grad``), so an edit can re-time an op with everything it did,
+    annotations such as ``zero_grad``) and every module call a trace recorded with its Python
+    stack names (``nn.Module: TransformerBlock_3``, :data:`MODULE_PREFIX`), so an edit can re-time an op with everything it did,
     untraced time between its children included. Each span carries the work its recorded
     shapes give (``flops``, ``bytes``; see :mod:`lumos.ingest.op_work`)."""
     ev = trace.events
@@ -85,8 +89,13 @@ def cpu_spans(
     task_ev[layout.event_idx[layout.event_idx >= 0]] = True
     step_ev = np.zeros(len(ev), dtype=bool)
     step_ev[trace.steps.event_idx] = True
+    module = np.fromiter((n.startswith(MODULE_PREFIX) for n in trace.names), bool,
+                         len(trace.names))  # fmt: skip
     cand = np.flatnonzero(
-        np.isin(ev.cat, (int(Category.CPU_OP), int(Category.USER_ANNOTATION)))
+        (
+            np.isin(ev.cat, (int(Category.CPU_OP), int(Category.USER_ANNOTATION)))
+            | ((ev.cat == int(Category.PYTHON_FUNCTION)) & module[ev.name_idx])
+        )
         & ~task_ev
         & ~step_ev
         & (ev.dur_ns > 0)
