@@ -101,7 +101,7 @@ def test_layers_and_stages_change_together(traced):
 
 def test_what_cannot_be_split_is_refused(traced):
     workload, maps = traced
-    with pytest.raises(ConfigError, match="pp=3: the traced 2 stages"):
+    with pytest.raises(ConfigError, match="pp=3: the traced 2 stages split or merge evenly"):
         restage(workload, maps, layers=6, new_pp=3)
     with pytest.raises(ConfigError, match="layers=6 do not split evenly into 4"):
         restage(workload, maps, layers=6, new_pp=4)

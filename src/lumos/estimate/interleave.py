@@ -31,7 +31,7 @@ import numpy as np
 from lumos.errors import ConfigError
 from lumos.estimate.layers import LayerMap, find_layers
 from lumos.estimate.merge import block_keys, merge_in_order, place
-from lumos.estimate.pipeline import pipeline_stages
+from lumos.estimate.pipeline import traced_stages
 from lumos.estimate.reorder import batch_sends
 from lumos.estimate.schedule import Slot, pipeline_schedule
 from lumos.estimate.stages import restage
@@ -76,13 +76,8 @@ def interleave(
     """``workload`` (a pipeline, one stage per rank) with ``chunks`` model chunks per rank on
     the interleaved schedule (see the module docstring). Returns the workload and counts for
     the edit record: ``tasks_zeroed``, ``messages_added``, ``sends_batched``."""
-    stage = pipeline_stages(workload, list(maps))
+    stage, microbatches = traced_stages(workload, list(maps), "schedule=interleaved")
     p = len(stage)
-    m = {x.count for lm in maps for x in lm.microbatch_groups()}
-    if len(m) != 1:
-        raise ConfigError(f"schedule=interleaved: the stages' micro-batch blocks differ in "
-                          f"number ({sorted(m)})")  # fmt: skip
-    microbatches = m.pop()
     sched = pipeline_schedule(p, microbatches, "interleaved", chunks)
     virtual, counts = restage(workload, maps, layers, p * chunks)
     vgraphs = [_streams(g, g.rank, p) for g in virtual.graphs]

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from lumos.errors import ConfigError
 from lumos.estimate.blocks import block_contents
 from lumos.estimate.layers import LayerMap
-from lumos.estimate.pipeline import pipeline_stages
+from lumos.estimate.pipeline import traced_stages
 from lumos.estimate.reorder import rebuild_in_order
 from lumos.graph.kinds import AnnotationKind, CommType, DepKind, TaskKind
 from lumos.graph.model import (
@@ -222,20 +222,12 @@ def merge_stages(
 ) -> tuple[Workload, dict[str, int]]:
     """``workload`` (a pipeline of ``len(maps)`` stages) on ``new_pp`` ranks (see the module
     docstring). Returns the new workload and ``messages_local``, the messages made local."""
-    if len(maps) < 2 or not all(lm.microbatch_groups() for lm in maps):
-        raise ConfigError(f"pp={new_pp}: changing pp needs a pipeline-parallel trace (every rank "
-                          "a stage with micro-batch blocks)")  # fmt: skip
-    stage = pipeline_stages(workload, list(maps))
+    stage, m = traced_stages(workload, list(maps), f"pp={new_pp}")
     p = len(stage)
     if p % new_pp:
         raise ConfigError(f"pp={new_pp}: the traced {p} stages merge evenly only into a divisor "
                           f"of {p}")  # fmt: skip
     k = p // new_pp
-    counts = {x.count for lm in maps for x in lm.microbatch_groups()}
-    if len(counts) != 1:
-        raise ConfigError(f"pp={new_pp}: the stages' micro-batch blocks differ in number "
-                          f"({sorted(counts)}); merging needs them equal")  # fmt: skip
-    m = counts.pop()
     end_slot = 2 * m * k
     by_stage = sorted(zip(workload.graphs, maps, strict=True), key=lambda x: stage[x[0].rank])
     out, local = [], 0

@@ -21,7 +21,7 @@ from lumos.estimate.schedule import pipeline_schedule
 from lumos.graph.kinds import CommType
 from lumos.graph.model import ExecGraph, Workload
 
-__all__ = ["SCHEDULES", "pipeline_stages", "reschedule"]
+__all__ = ["SCHEDULES", "pipeline_stages", "reschedule", "traced_stages"]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
@@ -65,6 +65,22 @@ def pipeline_stages(workload: Workload, maps: list[LayerMap]) -> dict[int, int]:
     if len(stage) != len(workload.graphs):
         raise ConfigError("schedule: the forward sends do not chain every rank into one pipeline")
     return stage
+
+
+def traced_stages(
+    workload: Workload, maps: list[LayerMap], what: str
+) -> tuple[dict[int, int], int]:
+    """Stage of each rank and the micro-batches per step of a pipeline trace, every rank a
+    stage whose steps hold the same number of micro-batch blocks; a ConfigError starting with
+    ``what`` (the setting asked for) otherwise."""
+    if len(maps) < 2 or not all(lm.microbatch_groups() for lm in maps):
+        raise ConfigError(f"{what}: needs a pipeline-parallel trace (every rank a stage with "
+                          "micro-batch blocks); this one has none")  # fmt: skip
+    counts = {x.count for lm in maps for x in lm.microbatch_groups()}
+    if len(counts) != 1:
+        raise ConfigError(f"{what}: the stages' micro-batch blocks differ in number "
+                          f"({sorted(counts)}); it needs them equal")  # fmt: skip
+    return pipeline_stages(workload, maps), counts.pop()
 
 
 def reschedule(workload: Workload, kind: str) -> tuple[Workload, int]:

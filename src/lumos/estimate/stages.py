@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from lumos.errors import ConfigError
 from lumos.estimate.blocks import resize_groups
 from lumos.estimate.layers import LayerMap
-from lumos.estimate.pipeline import pipeline_stages
+from lumos.estimate.pipeline import traced_stages
 from lumos.graph.kinds import CommType, DepKind, ProcessorKind, TaskKind
 from lumos.graph.model import ExecGraph, ProcessGroup, Workload
 
@@ -215,14 +215,11 @@ def restage(
     """``workload`` (a pipeline of ``len(maps)`` stages) as ``new_pp`` stages of
     ``layers / new_pp`` layers each (see the module docstring). Returns the new workload and
     counts for the edit record: ``tasks_zeroed``, ``messages_added``."""
-    if len(maps) < 2 or not all(lm.microbatch_groups() for lm in maps):
-        raise ConfigError(f"pp={new_pp}: changing pp needs a pipeline-parallel trace (every rank "
-                          "a stage with micro-batch blocks); this one has none to split")  # fmt: skip
-    stage = pipeline_stages(workload, list(maps))
+    stage, _ = traced_stages(workload, list(maps), f"pp={new_pp}")
     p = len(stage)
     if new_pp % p:
-        raise ConfigError(f"pp={new_pp}: the traced {p} stages can be split evenly (pp a "
-                          f"multiple of {p}); merging stages is not supported")  # fmt: skip
+        raise ConfigError(f"pp={new_pp}: the traced {p} stages split or merge evenly only into "
+                          f"a multiple or a divisor of {p}")  # fmt: skip
     if layers % new_pp:
         raise ConfigError(f"pp={new_pp}: layers={layers} do not split evenly into {new_pp} stages")
     k = new_pp // p
