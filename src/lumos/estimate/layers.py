@@ -8,7 +8,8 @@ the trace alone, with nothing but op names and recorded "Input Dims" (``record_s
 1. Each CPU thread's tasks of one step become a sequence of symbols ``(name, Input Dims)``.
 2. *Micro-batch* blocks: a pipeline stage sends or receives once per micro-batch, so a run of two
    or more identical point-to-point ops marks them (a block starts at a receive, or ends with a
-   send). They keep every op inside them, collectives included.
+   send; a middle stage's block runs from its receive to its send;
+   :mod:`lumos.estimate.microbatches`). They keep every op inside them, collectives included.
 3. *Layer* blocks, inside each micro-batch block and in the rest of the step: the longest *tandem
    repeat* (a block of ``period`` symbols occurring ``count >= 2`` times back to back, covering
    the most tasks; ties go to the shorter period; blocks may differ in :data:`MISMATCH_SHARE` of
@@ -17,6 +18,10 @@ the trace alone, with nothing but op names and recorded "Input Dims" (``record_s
 4. Collective-issuing ops (``c10d::*``, ``record_param_comms``, ``nccl:*``, ``gloo:*``) are left
    out of the layer search: DDP issues its gradient buckets between layers wherever a bucket
    fills, which breaks the period without being part of any layer.
+
+When the trace has module annotations (``nn.Module: TransformerBlock_3`` calls of a profile
+recorded with its Python stack), the forward layer blocks come from them instead
+(:mod:`lumos.estimate.layer_modules`) and the search finds the rest.
 
 Repeats covering less than :data:`MIN_SHARE` of the step's tasks, or with a period under
 :data:`MIN_PERIOD`, are not layers (a loop over a few tensors is not a model). A group is a
@@ -36,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lumos.estimate.layer_modules import module_layers
+from lumos.estimate.microbatches import by_phase, microbatch_blocks, phase_of
 from lumos.graph.build_spans import MODULE_PREFIX
 from lumos.graph.kinds import AnnotationKind, TaskKind
 from lumos.graph.model import ExecGraph, ProcessorKind
@@ -57,7 +63,6 @@ MIN_SHARE = 0.05
 MISMATCH_SHARE = 0.04
 #: Ops that issue collectives; ``cpu.comm#N`` is their name in synthetic workloads.
 COMM_PATTERN = re.compile(r"^(c10d::|record_param_comms|nccl:|gloo:|cpu\.comm#)|ProcessGroup")
-_P2P = re.compile(r"(^|[:_])(send|recv|isend|irecv)\b|SendRecv")
 BACKWARD_PATTERN = re.compile(r"Backward|_backward|^autograd::engine")
 OPTIMIZER_PATTERN = re.compile(r"^Optimizer\.|optimizer|^aten::_foreach_")
 
@@ -277,9 +282,9 @@ def _groups_of_step(
         kept[loc[m][loc[m] >= 0]] = False
     placed = np.zeros(len(mods), dtype=bool)
     covered = np.zeros(len(tasks), dtype=bool)
-    for run_lo, run_hi in _microbatch_blocks(g, tasks, seq):
+    for run_lo, run_hi in microbatch_blocks(g, tasks, seq):
         run = tuple(tasks[a:b] for a, b in zip(run_lo, run_hi, strict=True))
-        for first, end, phase in _by_phase(run, marks):
+        for first, end, phase in by_phase(run, marks):
             gi = len(out)
             out.append(Group(proc, run[first:end], "microbatch", phase, step))
             for b in range(end - first):
@@ -294,7 +299,7 @@ def _groups_of_step(
                 min_cover = max(2 * MIN_PERIOD, int(MIN_SHARE * (e - a)))
                 for s_, p_, c in _layer_repeats(seq, pos, min_cover):
                     lb = tuple(tasks[pos[s_ + k * p_ : s_ + (k + 1) * p_]] for k in range(c))
-                    out.append(Group(proc, lb, "layer", _phase(lb[0], marks), step, (gi, b)))
+                    out.append(Group(proc, lb, "layer", phase_of(lb[0], marks), step, (gi, b)))
     if not placed.all():
         out.append(Group(proc, tuple(m for k, m in enumerate(mods) if not placed[k]), "layer",
                          "forward", step))  # fmt: skip
@@ -302,88 +307,7 @@ def _groups_of_step(
     min_cover = max(2 * MIN_PERIOD, int(MIN_SHARE * len(tasks)))
     for s_, p_, c in _layer_repeats(seq, rest, min_cover):
         lb = tuple(tasks[rest[s_ + k * p_ : s_ + (k + 1) * p_]] for k in range(c))
-        out.append(Group(proc, lb, "layer", _phase(lb[0], marks), step))
-
-
-def _microbatch_blocks(
-    g: ExecGraph, tasks: NDArray[np.int64], seq: NDArray[np.int64]
-) -> list[tuple[list[int], list[int]]]:
-    """``(starts, ends)`` of the micro-batch blocks of one step (positions in ``tasks``).
-
-    A pipeline stage sends or receives once per micro-batch, so a run of two or more identical
-    point-to-point ops (same name and shapes, nothing else of that kind between them) marks
-    the blocks: a block starts at a receive and runs to the next one, or ends with a send,
-    beginning after the previous one; the open end of the first (last) block is as long as
-    its neighbour.
-    """
-    p2p = np.fromiter((bool(_P2P.search(s)) for s in g.names), bool, len(g.names))
-    pos = np.flatnonzero(p2p[g.tasks.name_idx[tasks]])
-    out: list[tuple[list[int], list[int]]] = []
-    i = 0
-    while i < len(pos):
-        j = i
-        while j + 1 < len(pos) and seq[pos[j + 1]] == seq[pos[i]]:
-            j += 1
-        run = pos[i : j + 1].tolist()
-        if len(run) < 2:
-            pairs = _pair_run(g, tasks, seq, pos, i)
-            if pairs:
-                out.append(pairs)
-                i += 2 * len(pairs[0])
-                continue
-        i = j + 1
-        if len(run) < 2:
-            continue
-        if "recv" in g.task_name(int(tasks[run[0]])):
-            starts = run
-            ends = [*run[1:], min(len(tasks), run[-1] + run[-1] - run[-2])]
-        else:
-            ends = [r + 1 for r in run]
-            starts = [max(0, run[0] + 1 - (run[1] - run[0])), *ends[:-1]]
-        out.append((starts, ends))
-    # open ends stop where the neighbouring run's blocks begin or end
-    for k in range(len(out)):
-        starts, ends = out[k]
-        if k + 1 < len(out):
-            ends[-1] = min(ends[-1], out[k + 1][0][0])
-        if k > 0:
-            starts[0] = max(starts[0], out[k - 1][1][-1])
-    return out
-
-
-def _pair_run(
-    g: ExecGraph, tasks: NDArray[np.int64], seq: NDArray[np.int64], pos: NDArray[np.int64], i: int
-) -> tuple[list[int], list[int]] | None:
-    """Blocks of a middle pipeline stage, which receives and then sends once per micro-batch:
-    two or more repeats of one (receive, send) pair from ``pos[i]`` on, each block from its
-    receive to its send (inclusive)."""
-    if i + 3 >= len(pos) or "recv" not in g.task_name(int(tasks[pos[i]])):
-        return None
-    if "send" not in g.task_name(int(tasks[pos[i + 1]])):
-        return None
-    first = (seq[pos[i]], seq[pos[i + 1]])
-    k = i
-    while k + 1 < len(pos) and (seq[pos[k]], seq[pos[k + 1]]) == first:
-        k += 2
-    if k - i < 4:
-        return None
-    starts = pos[i:k:2].tolist()
-    return starts, [int(e) + 1 for e in pos[i + 1 : k : 2].tolist()]
-
-
-def _by_phase(
-    blocks: tuple[NDArray[np.int64], ...], marks: tuple[NDArray[np.bool_], ...]
-) -> list[tuple[int, int, str]]:
-    """``(first, end, phase)`` of the runs of blocks of one phase (a middle stage's forward
-    and backward messages look alike)."""
-    phases = [_phase(b, marks) for b in blocks]
-    out: list[tuple[int, int, str]] = []
-    for b, ph in enumerate(phases):
-        if out and out[-1][2] == ph:
-            out[-1] = (out[-1][0], b + 1, ph)
-        else:
-            out.append((b, b + 1, ph))
-    return out
+        out.append(Group(proc, lb, "layer", phase_of(lb[0], marks), step))
 
 
 def _layer_repeats(
@@ -393,16 +317,6 @@ def _layer_repeats(
     if not len(pos):
         return []
     return sorted(_repeats(seq[pos], 0, len(pos), min_cover))
-
-
-def _phase(block: NDArray[np.int64], marks: tuple[NDArray[np.bool_], ...]) -> str:
-    """``backward`` / ``optimizer`` when most of the block is, else ``forward``."""
-    back, opt = marks
-    if len(block) and back[block].mean() > 0.5:
-        return "backward"
-    if len(block) and opt[block].mean() > 0.5:
-        return "optimizer"
-    return "forward"
 
 
 def marked(

@@ -28,7 +28,7 @@ rank by :func:`~lumos.estimate.merge.merge_stages`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,10 +36,10 @@ from numpy.typing import NDArray
 from lumos.errors import ConfigError
 from lumos.estimate.baseline import Baseline
 from lumos.estimate.blocks import resize_groups
-from lumos.estimate.interleave import interleave
+from lumos.estimate.edit import Edit
 from lumos.estimate.layers import BACKWARD_PATTERN, OPTIMIZER_PATTERN, find_layers, marked
-from lumos.estimate.merge import merge_stages
 from lumos.estimate.pipeline import reschedule
+from lumos.estimate.pipeline_edits import interleave_edit, merge_edit, split_edit
 from lumos.estimate.shapes import (
     Dims,
     _Mapper,
@@ -50,7 +50,6 @@ from lumos.estimate.shapes import (
     retime,
     retime_spans,
 )
-from lumos.estimate.stages import restage
 from lumos.graph.kinds import AnnotationKind, CommType, DepKind
 from lumos.graph.model import ExecGraph, Workload
 
@@ -60,23 +59,6 @@ MODEL_KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatches", "microb
 _SHAPE_KEYS = ("hidden", "ffn", "heads", "seq", "microbatch_size")
 _GRAD = (int(CommType.ALL_REDUCE), int(CommType.REDUCE_SCATTER), int(CommType.ALL_GATHER))
 _P2P = (int(CommType.SEND), int(CommType.RECV))
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One edit as recorded in ``estimate.json`` (``edits`` of a row)."""
-
-    name: str
-    tasks_added: int = 0
-    tasks_removed: int = 0
-    tasks_retimed: int = 0
-    model: str = ""
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, object]:
-        return {"edit": self.name, "tasks_added": self.tasks_added,
-                "tasks_removed": self.tasks_removed, "tasks_retimed": self.tasks_retimed,
-                "model": self.model, "detail": self.detail}  # fmt: skip
 
 
 def reshape_workload(
@@ -112,19 +94,11 @@ def reshape_workload(
     if "pp" in changes and changes["pp"] > pp:
         new_pp = changes["pp"]
         layers = changes.get("layers", base.need("layers"))
-        restaged, st = restage(workload.replace_graphs(graphs), maps, layers, new_pp)
+        restaged, e = split_edit(workload.replace_graphs(graphs), maps, (pp, new_pp),
+                                 (old_layers, layers))  # fmt: skip
         graphs = list(restaged.graphs)
         maps = [find_layers(g) for g in graphs]
-        edits.append(Edit(
-            name=f"pp {pp} -> {new_pp}" + (f", layers {old_layers} -> {layers}"
-                                           if layers != old_layers else ""),
-            tasks_added=sum(g.num_tasks for g in graphs) - sum(g.num_tasks for g in workload.graphs),
-            tasks_retimed=st["tasks_zeroed"] + st["messages_added"],
-            model="each stage split into copies holding layers / pp layers each",
-            detail=f"{st['messages_added']} messages at the new stage boundaries (the trace's "
-                   f"median transfer); {st['tasks_zeroed']} tasks of the embedding and head "
-                   "kept with no time on the stages that no longer run them",
-        ))  # fmt: skip
+        edits.append(e)
         pp = new_pp
     elif "layers" in changes and changes["layers"] != old_layers:
         new = changes["layers"]
@@ -144,14 +118,10 @@ def reshape_workload(
                                      f"parameters x{param_ratio:.3f}"))  # fmt: skip
     if "pp" in changes and changes["pp"] < pp:
         new_pp = changes["pp"]
-        merged, st = merge_stages(workload.replace_graphs(graphs), maps, new_pp)
+        merged, e = merge_edit(workload.replace_graphs(graphs), maps, (pp, new_pp))
         graphs = list(merged.graphs)
         maps = [find_layers(g) for g in graphs]
-        edits.append(Edit(
-            name=f"pp {pp} -> {new_pp}", tasks_retimed=st["messages_local"],
-            model=f"{pp // new_pp} neighbouring stages on one rank, micro-batch by micro-batch",
-            detail=f"{st['messages_local']} messages between merged stages made local",
-        ))  # fmt: skip
+        edits.append(e)
         pp = new_pp
     shape_changes = {k: v for k, v in changes.items() if k in _SHAPE_KEYS}
     act_ratio = 1.0
@@ -192,16 +162,8 @@ def reshape_workload(
     if schedule == "interleaved":
         v = chunks or 2
         layers = changes.get("layers", base.need("layers"))
-        out, st = interleave(out, maps, layers, v)
-        edits.append(Edit(
-            name=f"schedule interleaved, {v} chunks per rank", tasks_added=sum(
-                g.num_tasks for g in out.graphs) - sum(g.num_tasks for g in graphs),
-            tasks_retimed=st["tasks_zeroed"] + st["messages_added"],
-            model="stages split into virtual stages, each rank's chunks merged in the "
-                  "interleaved 1F1B order",
-            detail=f"{st['messages_added']} messages at the new virtual stage boundaries; "
-                   f"{st['sends_batched']} sends issued together with the receive after them",
-        ))  # fmt: skip
+        out, e = interleave_edit(out, maps, layers, v)
+        edits.append(e)
     elif schedule is not None:
         out, batched = reschedule(out, schedule)
         detail = "the traced ops and dependencies, in the schedule's order"
