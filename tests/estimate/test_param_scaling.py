@@ -76,3 +76,13 @@ def test_capped_gradient_buckets_change_in_number_not_size():
         wait = before.comms.wait_ns[before.tasks.comm_idx[t]]
         transfer = before.tasks.dur_ns[t] - wait
         assert (after.tasks.dur_ns[t] == wait + np.rint(transfer * 1.5)).all()
+        # and the op on the main thread that issued each bucket to gloo's worker recurs once
+        # per bucket: c10d::allreduce_ x 1.5, every other op as it was
+        issue = np.array(
+            [before.task_name(i) == "c10d::allreduce_" for i in range(before.num_tasks)]
+        )
+        assert issue.sum() == 4 * 3  # 4 buckets a step, 3 steps
+        d0, d1 = before.tasks.dur_ns, after.tasks.dur_ns
+        assert (d1[issue] == np.rint(d0[issue] * 1.5)).all()
+        rest = ~issue & (before.tasks.comm_idx < 0)
+        assert (d1[rest] == d0[rest]).all()

@@ -37,7 +37,13 @@ from lumos.errors import ConfigError
 from lumos.estimate.baseline import Baseline
 from lumos.estimate.blocks import resize_groups
 from lumos.estimate.edit import Edit
-from lumos.estimate.layers import BACKWARD_PATTERN, OPTIMIZER_PATTERN, find_layers, marked
+from lumos.estimate.layers import (
+    BACKWARD_PATTERN,
+    OPTIMIZER_PATTERN,
+    find_layers,
+    is_comm_issuer,
+    marked,
+)
 from lumos.estimate.pipeline import reschedule
 from lumos.estimate.pipeline_edits import interleave_edit, merge_edit, split_edit
 from lumos.estimate.shapes import (
@@ -50,7 +56,7 @@ from lumos.estimate.shapes import (
     retime,
     retime_spans,
 )
-from lumos.graph.kinds import AnnotationKind, CommType, DepKind
+from lumos.graph.kinds import AnnotationKind, CommType, DepKind, TaskKind
 from lumos.graph.model import ExecGraph, Workload
 
 __all__ = ["MODEL_KEYS", "Edit", "forward_params", "reshape_workload", "resize_comms"]
@@ -276,7 +282,8 @@ def resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
     Gradient buckets filled to a cap (DDP's ``bucket_cap_mb``: most of a kind's collectives
     within 5 % of their median size) keep their size and change in number with the parameters, so
     their transfer time is re-timed in proportion (each traced bucket stands for
-    ``param_ratio`` buckets of its size), not along the line."""
+    ``param_ratio`` buckets of its size), not along the line, and so is the op that issued each
+    of them from another thread (its time, waits included, recurs once per bucket)."""
     out, n = [], 0
     capped_kinds: set[int] = set()
     for g in graphs:
@@ -297,6 +304,9 @@ def resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
             if kind in _GRAD and param_ratio != 1.0 and _capped(size[cs]):
                 a, slope = 0.0, 1.0
                 capped_kinds.add(kind)
+                issuers = _issuers(g, sel)
+                dur[issuers] = np.rint(dur[issuers] * param_ratio).astype(np.int64)
+                n += len(issuers)
             old_cost = a + slope * size[cs]
             new_cost = a + slope * new_size[cs]
             ok = (old_cost > 0) & (size[cs] > 0)
@@ -313,6 +323,19 @@ def resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):
     return out, Edit(name="communication re-sized", tasks_retimed=n,
                      model="transfer = a + c x bytes fitted per collective kind on the trace",
                      detail=detail)  # fmt: skip
+
+
+def _issuers(g: ExecGraph, comm_tasks: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The ops that handed ``comm_tasks`` to another thread (``c10d::allreduce_`` on the main
+    thread for a gloo worker's ``gloo:all_reduce``): one per bucket, so they change in number
+    with the buckets."""
+    e, t = g.edges, g.tasks
+    into = np.zeros(g.num_tasks, dtype=bool)
+    into[comm_tasks] = True
+    src = e.src[(e.kind == int(DepKind.INTER_THREAD)) & into[e.dst]]
+    issuer = np.fromiter((is_comm_issuer(x) for x in g.names), bool, len(g.names))
+    src = src[(t.kind[src] == int(TaskKind.CPU_OP)) & issuer[t.name_idx[src]]]
+    return np.unique(src)
 
 
 def _capped(size: NDArray[np.float64]) -> bool:
