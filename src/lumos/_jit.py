@@ -46,7 +46,7 @@ __all__ = ["Kernel", "interpreted", "warm_in_background"]
 #: The modules whose kernels the background warmer compiles (the replay path), in the order a
 #: replay first needs them.
 MODULES = (
-    "lumos.ingest.kineto_split",
+    "lumos.ingest.kineto_scan",
     "lumos.sim._kernel",
     "lumos.report.metrics",
     "lumos.report.json_columns",

@@ -2,14 +2,13 @@
 
 :mod:`lumos._jit` runs a kernel's own Python source over lists while its compiled code is not in
 numba's cache and the input is small. These tests run real traces both ways and compare every
-output array, dtype included; the chunked and the whole-document Kineto decode are compared the
-same way. The background warmer is checked in a fresh ``NUMBA_CACHE_DIR`` (subprocesses).
+output array, dtype included. The background warmer is checked in a fresh ``NUMBA_CACHE_DIR``
+(subprocesses). The compiled Kineto scan, which never runs interpreted, is compared with the typed
+decoders in ``tests/ingest/test_kineto_scan.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import gzip
 import os
 import subprocess
 import sys
@@ -24,8 +23,9 @@ from tests.realdata import needs_realdata, trace
 from lumos import _jit
 from lumos.graph.build import align_ranks, build_graph
 from lumos.graph.model import Workload
-from lumos.ingest.kineto import read_kineto, trace_from_bytes
-from lumos.ingest.kineto_split import _scan, _scan_events
+from lumos.ingest.kineto import read_kineto
+from lumos.ingest.kineto_fold import ScanState
+from lumos.ingest.kineto_scan import FLOAT_FIELDS, NI, scan
 from lumos.report.metrics import critical_path
 from lumos.sim import _kernel, simulate
 
@@ -91,54 +91,14 @@ def test_compiled_calls_use_only_the_declared_signature() -> None:
 
     result = simulate(build_graph(read_kineto(example_trace_path())))
     critical_path(result)
-    split_events_payload = b'{"traceEvents": [{"a": 1}, {"b": [2, 3]}], "x": 0}'
-    buf = np.frombuffer(split_events_payload, dtype=np.uint8)
-    cuts = np.empty(4, dtype=np.int64)
-    assert _scan(buf, 17, 1, cuts, work=len(buf))[0] == 2
+    payload = b'{"traceEvents": [{"ph": "X", "name": "a"}, {"b": [2, 3]}], "x": 0}'
+    state = ScanState()
+    ints, floats = np.empty(4 * NI, np.int64), np.empty(4 * len(FLOAT_FIELDS))
+    buf = np.frombuffer(payload, dtype=np.uint8)
+    assert scan(buf, 17, 4, ints, floats, *state.tables(), work=len(buf))[:3] == (2, 56, 0)
     for k in _jit.kernels():
         if k.ready():
             assert k.compiled.signatures == [k.signature], k.name
-
-
-def test_interpreted_scan_fills_its_output_argument() -> None:
-    payload = b'{"traceEvents": [{"a": "]"}, {"b": [2, 3]}, 4, "x\\"y"], "z": 1}'
-    start = payload.index(b"[") + 1
-    got = []
-    for run in (_scan_events, lambda *a: _jit.run_interpreted(_scan_events, a)):
-        cuts = np.full(8, -1, dtype=np.int64)
-        out = run(np.frombuffer(payload, dtype=np.uint8), start, 1, cuts)
-        got.append((tuple(int(x) for x in out), cuts.tolist()))
-    assert got[0] == got[1]
-    assert got[0][0][:2] == (4, 3)  # four elements, a cut after each of the first three
-
-
-@needs_realdata
-@pytest.mark.parametrize("name", ["v100_stream_wait_event", "legacy_2021_v100", "nccl_a100"])
-def test_chunked_decode_equals_whole_decode(name: str) -> None:
-    path = trace(name)
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    whole = trace_from_bytes(raw, str(path))
-    chunked = trace_from_bytes(raw, str(path), split_min_bytes=0)
-    _assert_deep_equal(whole, chunked, "trace")
-
-
-def _assert_deep_equal(a: object, b: object, where: str) -> None:
-    if dataclasses.is_dataclass(a) and not isinstance(a, type):
-        assert type(a) is type(b), where
-        for f in dataclasses.fields(a):
-            _assert_deep_equal(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
-    elif isinstance(a, np.ndarray):
-        _assert_same(a, b)
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and list(a) == list(b), where
-        for key in a:
-            _assert_deep_equal(a[key], b[key], f"{where}[{key!r}]")
-    elif isinstance(a, (list, tuple)):
-        assert type(a) is type(b) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _assert_deep_equal(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def _ready_in(cache: Path) -> str:
@@ -162,7 +122,8 @@ def test_warmer_fills_an_empty_cache(tmp_path: Path) -> None:
 def test_kernel_module_list_is_the_registry() -> None:
     names = {k.name for k in _jit.kernels()}
     assert names == {
-        "lumos.ingest.kineto_split._scan_events",
+        "lumos.ingest.kineto_scan._scan_chunk",
+        "lumos.ingest.kineto_scan._regrow_tables",
         "lumos.sim._kernel._run",
         "lumos.report.metrics._walk_path",
         "lumos.report.json_columns._format_rows",

@@ -2,23 +2,29 @@
 
 One row per duration event (``ph == "X"``) in numpy columns (listed in
 :mod:`lumos.ingest.kineto_trace`), times in integer nanoseconds, names interned, every event
-placed on a *processor* (a CPU thread or a GPU stream). On big payloads the ``traceEvents``
-array is decoded in chunks (:mod:`lumos.ingest.kineto_split`) and folded into columns as it
-goes (:mod:`lumos.ingest.kineto_columns`), so memory stays bounded on multi-GB traces.
+placed on a *processor* (a CPU thread or a GPU stream). Small payloads are decoded whole by
+typed decoders and folded into columns (:mod:`lumos.ingest.kineto_columns`). Big ones are read a
+chunk of events at a time by a compiled scan (:mod:`lumos.ingest.kineto_scan`) whose rows are
+folded in per unique string rather than per event (:mod:`lumos.ingest.kineto_fold`); a chunk
+the scan cannot read exactly is decoded the small way. Memory stays bounded on multi-GB traces
+and both ways give the same trace.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import msgspec
+import numpy as np
 
 from lumos._io import read_bytes
 from lumos.errors import TraceFormatError
 from lumos.ingest.kineto_columns import Accumulator
+from lumos.ingest.kineto_fold import ScanState, Unsupported, fold_scanned
+from lumos.ingest.kineto_scan import FLOAT_FIELDS, INT_FIELDS, MALFORMED, UNSUPPORTED, scan
 from lumos.ingest.kineto_schema import RawEvent, RawTrace
-from lumos.ingest.kineto_split import split_events
 from lumos.ingest.kineto_tolerant import NESTED_TOO_DEEP, decode_tolerant
 from lumos.ingest.kineto_trace import Events, KinetoTrace
 
@@ -33,11 +39,13 @@ __all__ = [
 
 _DECODER = msgspec.json.Decoder(RawTrace)
 _LIST_DECODER = msgspec.json.Decoder(list[RawEvent])
-#: Events decoded per chunk: bounds the memory of decoded events on multi-GB traces.
-CHUNK_EVENTS = 20_000
-#: Payloads this big or bigger are decoded in chunks (bounded memory); smaller ones whole, which
-#: is as fast and needs no compiled scan (no compile wait on a first run; see :mod:`lumos._jit`).
+#: Events scanned per chunk: bounds the memory of scanned rows on multi-GB traces.
+CHUNK_EVENTS = 65_536
+#: Payloads this big or bigger are scanned in chunks (bounded memory, compiled); smaller ones
+#: decoded whole, which needs no compiled scan (no compile wait on a first run; see
+#: :mod:`lumos._jit`).
 SPLIT_MIN_BYTES = 64 << 20
+_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
 def read_kineto(path: str | os.PathLike[str], member: str | None = None) -> KinetoTrace:
@@ -60,7 +68,7 @@ def trace_from_bytes(
 ) -> KinetoTrace:
     """Parse an in-memory Kineto JSON payload; ``where`` names it in errors.
 
-    From ``split_min_bytes`` on, the ``traceEvents`` array is decoded in chunks of
+    From ``split_min_bytes`` on, the ``traceEvents`` array is scanned in chunks of
     :data:`CHUNK_EVENTS` and folded into columns as it goes, so peak memory is the payload plus
     the columns plus one chunk. Both ways give the same trace.
     """
@@ -70,20 +78,48 @@ def trace_from_bytes(
         raise TraceFormatError(where, "empty file")
     if head[:1] not in (b"{", b"["):
         raise TraceFormatError(where, "not JSON (does not start with '{' or '[')")
-    acc = Accumulator(diagnostics)
-    chunked = head[:1] == b"{" and len(raw) >= split_min_bytes
-    split = split_events(raw, CHUNK_EVENTS) if chunked else None
-    if split is not None:
-        rest, ranges, _ = split
+    if head[:1] == b"{" and len(raw) >= split_min_bytes:
         try:
-            top = _decode_top(rest, where, diagnostics)
-            for a, b in ranges:
-                acc.add(_decode_chunk(b"[" + raw[a:b] + b"]", where, diagnostics))
-            return acc.finish(top, where)
+            return _scan_payload(raw, where, diagnostics)
         except _FallBack:
-            acc = Accumulator(diagnostics := {})
+            diagnostics = {}
+    acc = Accumulator(diagnostics)
     top = _decode_whole(raw, head, where, diagnostics)
     acc.add(top.traceEvents)
+    return acc.finish(top, where)
+
+
+def _scan_payload(raw: bytes, where: str, diagnostics: dict[str, int]) -> KinetoTrace:
+    """Read a ``{"traceEvents": [...], ...}`` payload a chunk of events at a time."""
+    m = _KEY.search(raw, 0, min(len(raw), 1 << 20)) or _KEY.search(raw)
+    if m is None:
+        raise _FallBack
+    acc = Accumulator(diagnostics)
+    state = ScanState()
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    ints = np.empty(CHUNK_EVENTS * len(INT_FIELDS), dtype=np.int64)
+    floats = np.empty(CHUNK_EVENTS * len(FLOAT_FIELDS), dtype=np.float64)
+    pos = m.end()
+    while True:
+        state.reserve(CHUNK_EVENTS)
+        n, sep, status, done = scan(
+            buf, pos, CHUNK_EVENTS, ints, floats, *state.tables(), work=len(raw) - pos
+        )
+        if status == MALFORMED:
+            raise _FallBack
+        folded = False
+        if status != UNSUPPORTED:
+            try:
+                fold_scanned(acc, state, raw, ints, floats, n)
+                folded = True
+            except Unsupported:
+                pass
+        if not folded and n:
+            acc.add(_decode_chunk(b"[" + raw[pos:sep] + b"]", where, diagnostics))
+        if done:
+            break
+        pos = sep + 1
+    top = _decode_top(raw[: m.end()] + raw[sep:], where, diagnostics)
     return acc.finish(top, where)
 
 

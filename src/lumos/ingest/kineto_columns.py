@@ -39,7 +39,7 @@ from lumos.ingest.kineto_schema import (
 from lumos.ingest.kineto_trace import INT_COLUMNS, Events, KinetoTrace
 from lumos.ingest.op_work import WORK_OPS, op_work
 
-__all__ = ["Accumulator"]
+__all__ = ["Accumulator", "meta_name", "proc_int"]
 
 _STREAM_RE = re.compile(r"(-?\d+)$")
 _ARG_IDS = (
@@ -50,9 +50,13 @@ _ARG_IDS = (
     ("fwd_thread_id", "fwd_thread_id"),
     ("num_bytes", "num_bytes"),
 )
-#: Events decoded per chunk: bounds the memory of decoded events on multi-GB traces.
-CHUNK_EVENTS = 20_000
 _META_PREFIXES = ("record_param_comms", "c10d::", "nccl:", "gloo:", "rccl:")
+
+
+def meta_name(name: str) -> bool:
+    """Whether events of this name carry metadata lumos reads (collectives, shapes of the ops
+    the cost model re-times)."""
+    return name.startswith(_META_PREFIXES) or name in WORK_OPS
 
 
 def _stream_of(v: int | str) -> int:
@@ -69,7 +73,7 @@ def _tid_key(v: int | str) -> int | str:
     return int(v) if isinstance(v, str) and v.isdigit() and len(v) < 19 else v
 
 
-def _proc_int(v: int | str) -> int | None:
+def proc_int(v: int | str) -> int | None:
     """A device or stream number from a pid/tid (``"stream 7"`` -> 7); None when there is none
     or it does not fit int32."""
     if isinstance(v, str):
@@ -126,16 +130,8 @@ class Accumulator:
             counts[key] = counts.get(key, 0) + k
         xs = [e for e, ph in zip(events, phs, strict=True) if ph == "X"]
         for e, ph in zip(events, phs, strict=True):
-            if ph == "X":
-                continue
-            if ph == "M":
-                self._label(e)
-            elif ph in ("s", "f", "t"):
-                flow_cat = e.cat.lower()
-                if flow_cat == "fwdbwd":
-                    self.flows.append((ph, e.pid, e.tid, e.ts, e.id))
-                elif flow_cat in ("ac2g", "async", "async_cpu_to_gpu"):
-                    self.n_launch_flows += 1
+            if ph != "X":
+                self.add_other(e)
         if not xs:
             return
         n = len(xs)
@@ -168,13 +164,35 @@ class Accumulator:
         for col, attr in _ARG_IDS:
             cols[col].append(np.fromiter(map(attrgetter(attr), args), np.int64, n))
         # metadata, decoded now for the few events that carry it (chunks are then freed)
-        names = self.interner.table_view()
-        flags = self.meta_name
-        flags.extend(n_.startswith(_META_PREFIXES) or n_ in WORK_OPS for n_ in names[len(flags) :])
-        wanted = np.flatnonzero((cats == _SYNC) | np.asarray(flags, dtype=bool)[name_idx])
+        self.note_names()
+        wanted = np.flatnonzero((cats == _SYNC) | np.asarray(self.meta_name, dtype=bool)[name_idx])
         for i in wanted.tolist():
             self.meta[self.num_x + i] = meta_of(args[i], int(streams[i]))
         self.num_x += n
+
+    def add_other(self, e: RawEvent) -> None:
+        """Take in an event that is not a duration event (thread names, flows)."""
+        if e.ph == "M":
+            self._label(e)
+        elif e.ph in ("s", "f", "t"):
+            flow_cat = e.cat.lower()
+            if flow_cat == "fwdbwd":
+                self.flows.append((e.ph, e.pid, e.tid, e.ts, e.id))
+            elif flow_cat in ("ac2g", "async", "async_cpu_to_gpu"):
+                self.n_launch_flows += 1
+
+    def note_names(self) -> None:
+        """Extend the per-name metadata flags to the names interned since the last call."""
+        names = self.interner.table_view()
+        self.meta_name.extend(meta_name(n) for n in names[len(self.meta_name) :])
+
+    def thread_id(self, key: tuple[Any, Any]) -> int:
+        """The processor id of a host thread ``(pid, tid)`` as the trace wrote them."""
+        i = self.thread_ids.get(key)
+        if i is None:
+            pk = (0, key[0], _tid_key(key[1]))
+            i = self.thread_ids[key] = self.proc_index.setdefault(pk, len(self.proc_index))
+        return i
 
     def _categories(self, xs: list[RawEvent], streams: np.ndarray) -> np.ndarray:
         """Category codes; an unknown category counts as GPU work when it names a stream."""
@@ -205,8 +223,8 @@ class Accumulator:
         for i in np.flatnonzero(gpu).tolist():
             e, a = xs[i], args[i]
             has_stream = streams[i] >= 0
-            dev = a.device if a.device >= 0 else _proc_int(e.pid)
-            stream = int(streams[i]) if has_stream or cats[i] == _SYNC else _proc_int(e.tid)
+            dev = a.device if a.device >= 0 else proc_int(e.pid)
+            stream = int(streams[i]) if has_stream or cats[i] == _SYNC else proc_int(e.tid)
             pk = (1, -1 if dev is None else dev, -1 if stream is None else stream)
             procs[i] = index.setdefault(pk, len(index))
         return procs

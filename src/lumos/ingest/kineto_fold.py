@@ -1,0 +1,302 @@
+"""Fold events scanned by :mod:`lumos.ingest.kineto_scan` into an :class:`Accumulator`.
+
+Gives the accumulator exactly what :meth:`Accumulator.add` gives it for the same events
+decoded the usual way (a test checks this on every real trace), with the work done per
+*unique* string and in numpy rather than per event in Python: names and categories are interned
+by the scan (:class:`~lumos.ingest.kineto_scan.SpanTable`) and decoded once each, and only the events that carry
+metadata (collectives, shapes of the ops the cost model reads, CUDA syncs), thread names and
+forward/backward flows are decoded one by one.
+
+Everything that can fail is done before the accumulator changes: :func:`fold_scanned` raises
+:class:`Unsupported` with the accumulator untouched, and the caller decodes the chunk the usual
+way instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from lumos.ingest.kineto_columns import Accumulator, meta_name, proc_int
+from lumos.ingest.kineto_scan import FLOAT_FIELDS, INT_FIELDS, SpanTable
+from lumos.ingest.kineto_schema import (
+    GPU_CATEGORIES,
+    Category,
+    EventMeta,
+    RawEvent,
+    category_of,
+)
+
+__all__ = ["ScanState", "Unsupported", "fold_scanned"]
+
+_C = {name: i for i, name in enumerate(INT_FIELDS)}
+_NF = len(FLOAT_FIELDS)
+_X, _M = ord("X"), ord("M")
+_FLOW_PH = np.array([ord("s"), ord("f"), ord("t")], dtype=np.int64)
+_LAUNCH_FLOWS = ("ac2g", "async", "async_cpu_to_gpu")
+_SYNC = int(Category.CUDA_SYNC)
+_CPU_OP = int(Category.CPU_OP)
+_GPU = np.array(sorted(int(c) for c in GPU_CATEGORIES), dtype=np.int8)
+_ID_COLUMNS = (
+    ("correlation_id", "correlation"),
+    ("rf_id", "rf_id"),
+    ("ev_idx", "ev_idx"),
+    ("seq_id", "seq_id"),
+    ("fwd_thread_id", "fwd_thread_id"),
+    ("num_bytes", "num_bytes"),
+    ("stream", "stream"),
+)
+_I32_MIN, _I32_END = -(2**31), 2**31
+
+
+class Unsupported(Exception):
+    """The chunk holds something the fast fold does not read exactly (decode it the usual way)."""
+
+
+class _MetaArgs(msgspec.Struct, gc=False):
+    """The metadata fields of ``args``, decoded directly (the scan has checked the JSON)."""
+
+    coll_name: Any = msgspec.field(name="Collective name", default=None)
+    in_nelems: Any = msgspec.field(name="In msg nelems", default=None)
+    out_nelems: Any = msgspec.field(name="Out msg nelems", default=None)
+    dtype: Any = None
+    group_size: Any = msgspec.field(name="Group size", default=None)
+    pg_name: Any = msgspec.field(name="Process Group Name", default=None)
+    pg_desc: Any = msgspec.field(name="Process Group Description", default=None)
+    pg_ranks: Any = msgspec.field(name="Process Group Ranks", default=None)
+    coll_seq: Any = msgspec.field(name="Seq", default=None)
+    input_dims: Any = msgspec.field(name="Input Dims", default=None)
+    input_type: Any = msgspec.field(name="Input type", default=None)
+    concrete_inputs: Any = msgspec.field(name="Concrete Inputs", default=None)
+    sync_kind: str = msgspec.field(name="cuda_sync_kind", default="")
+    wait_on_stream: int = -1
+    wait_on_event_record_corr_id: int = msgspec.field(
+        name="wait_on_cuda_event_record_corr_id", default=-1
+    )
+    wait_on_event_id: int = msgspec.field(name="wait_on_cuda_event_id", default=-1)
+
+
+_META = msgspec.json.Decoder(_MetaArgs)
+_EVENT = msgspec.json.Decoder(RawEvent)
+_NO_ARGS = _MetaArgs()
+
+
+class ScanState:
+    """What the scan and the fold keep between chunks: the scan's string tables and, per string
+    id, what lumos made of it (its text, category, interned id)."""
+
+    def __init__(self) -> None:
+        self.cats, self.names, self.dims = SpanTable(), SpanTable(), SpanTable()
+        self.cat_strs: list[str] = []
+        self.name_strs: list[str] = []
+        self.name_ids = np.zeros(0, dtype=np.int32)  # name id -> Interner id, for names mapped
+        self.dims_ids = np.zeros(0, dtype=np.int32)  # dims id -> Interner id, -1: not yet
+
+    def reserve(self, events: int) -> None:
+        """Room in every table for the strings of ``events`` more events."""
+        for t in (self.cats, self.names, self.dims):
+            t.reserve(events)
+
+    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.cats.array, self.names.array, self.dims.array
+
+    def decode_new(self, payload: bytes) -> None:
+        """Decode the strings the scan added to the category and name tables."""
+        for table, strs in ((self.cats, self.cat_strs), (self.names, self.name_strs)):
+            for i in range(len(strs), len(table)):
+                a, n = table.span(i)
+                strs.append(_decode_string(payload[a : a + n]))
+
+
+def _decode_string(raw: bytes) -> str:
+    try:
+        if b"\\" in raw:
+            return str(msgspec.json.decode(b'"' + raw + b'"'))
+        return raw.decode("utf-8")
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise Unsupported("a string that is not valid UTF-8") from None
+
+
+def _column(rows: np.ndarray, name: str) -> np.ndarray:
+    return rows[:, _C[name]]
+
+
+def fold_scanned(
+    acc: Accumulator, state: ScanState, payload: bytes, ints: np.ndarray, floats: np.ndarray,
+    n: int,
+) -> None:  # fmt: skip
+    """Fold ``n`` scanned rows (``ints``/``floats`` as :data:`~lumos.ingest.kineto_scan.scan`
+    wrote them) into ``acc``; raises :class:`Unsupported` with ``acc`` unchanged."""
+    rows = ints[: n * len(INT_FIELDS)].reshape(n, len(INT_FIELDS))
+    times = floats[: n * _NF].reshape(n, _NF)
+    state.decode_new(payload)
+    cats = state.cat_strs
+    ph = _column(rows, "ph")
+    cat_of = _column(rows, "cat_id")
+    # events decoded one by one: thread names and forward/backward flows
+    cat_lower = [c.lower() for c in cats]
+    fwdbwd = np.array([c == "fwdbwd" for c in cat_lower], dtype=bool)
+    launch = np.array([c in _LAUNCH_FLOWS for c in cat_lower], dtype=bool)
+    flow = np.isin(ph, _FLOW_PH)
+    one_by_one = (ph == _M) | (flow & fwdbwd[cat_of])
+    decoded = [_decode_event(payload, rows[i]) for i in np.flatnonzero(one_by_one).tolist()]
+    n_launch = int((flow & launch[cat_of]).sum())
+    x = np.flatnonzero(ph == _X)
+    xrows = rows[x]
+    name_of = _column(xrows, "name_id")
+    streams = _column(xrows, "stream")
+    cat_codes = acc.cat_code
+    code_of = np.array([cat_codes.get(c, int(category_of(c, False))) for c in cats], np.int8)
+    xcat = code_of[cat_of[x]]
+    xcat[(xcat == int(Category.OTHER_CPU)) & (streams >= 0)] = int(Category.OTHER_GPU)
+    wanted_name = np.array([meta_name(s) for s in state.name_strs], dtype=bool)
+    wanted = np.flatnonzero((xcat == _SYNC) | wanted_name[name_of])
+    metas = [_decode_meta(payload, xrows[i], int(streams[i])) for i in wanted.tolist()]
+    ts, dur = _times(payload, xrows, times[x])
+    # nothing below fails: commit
+    acc.num_raw += n
+    _count_categories(acc, cats, cat_of, ph)
+    for e in decoded:
+        acc.add_other(e)
+    acc.n_launch_flows += n_launch
+    for c in cats:
+        cat_codes.setdefault(c, int(category_of(c, False)))
+    if not x.size:
+        return
+    known = state.name_ids.size
+    if known < len(state.name_strs):
+        new = acc.interner.ids(state.name_strs[known:])
+        state.name_ids = np.concatenate([state.name_ids, new])
+    acc.note_names()
+    cols = acc.cols
+    cols["cat"].append(xcat)
+    cols["proc"].append(_processors(acc, payload, xrows, xcat, streams))
+    cols["name_idx"].append(state.name_ids[name_of])
+    cols["ts"].append(ts)
+    cols["dur"].append(dur)
+    cols["dims"].append(_dims(acc, state, payload, _column(xrows, "dims_id"), xcat))
+    ext = _column(xrows, "external_id")
+    cols["external_id"].append(np.where(ext >= 0, ext, _column(xrows, "external_id_legacy")))
+    for col, field in _ID_COLUMNS:
+        cols[col].append(_column(xrows, field).copy())
+    for i, meta in zip(wanted.tolist(), metas, strict=True):
+        acc.meta[acc.num_x + i] = meta
+    acc.num_x += int(x.size)
+
+
+def _decode_event(payload: bytes, row: np.ndarray) -> RawEvent:
+    try:
+        return _EVENT.decode(payload[int(row[_C["start"]]) : int(row[_C["end"]])])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise Unsupported("an event the typed decoder refuses") from None
+
+
+def _decode_meta(payload: bytes, row: np.ndarray, stream: int) -> EventMeta:
+    a, n = int(row[_C["args_off"]]), int(row[_C["args_len"]])
+    try:
+        m = _META.decode(payload[a : a + n]) if a >= 0 else _NO_ARGS
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        raise Unsupported("metadata the typed decoder refuses") from None
+    return EventMeta(
+        coll_name=m.coll_name, in_nelems=m.in_nelems, out_nelems=m.out_nelems, dtype=m.dtype,
+        group_size=m.group_size, pg_name=m.pg_name, pg_desc=m.pg_desc, pg_ranks=m.pg_ranks,
+        coll_seq=m.coll_seq, input_dims=m.input_dims, input_type=m.input_type,
+        concrete_inputs=m.concrete_inputs, sync_kind=m.sync_kind, stream=stream,
+        wait_on_stream=m.wait_on_stream,
+        wait_on_event_record_corr_id=m.wait_on_event_record_corr_id,
+        wait_on_event_id=m.wait_on_event_id,
+    )  # fmt: skip
+
+
+def _times(payload: bytes, xrows: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``ts`` and ``dur``; numbers with more digits than a double holds are rounded by Python's
+    float (correctly rounded, as the typed decoder rounds them)."""
+    out = times.copy()
+    inexact = _column(xrows, "inexact")
+    for k, field in enumerate(FLOAT_FIELDS):
+        for i in np.flatnonzero(inexact & (1 << k)).tolist():
+            a, n = int(xrows[i, _C[f"{field}_off"]]), int(xrows[i, _C[f"{field}_len"]])
+            out[i, k] = float(payload[a : a + n])
+    return out[:, 0].copy(), out[:, 1].copy()
+
+
+def _dims(
+    acc: Accumulator, state: ScanState, payload: bytes, dims_of: np.ndarray, xcat: np.ndarray
+) -> np.ndarray:
+    """Interned "Input Dims" text of each CPU op (``null`` for other events and when absent),
+    interned in the order the CPU ops first show them."""
+    null = acc.dims.id(b"null")  # type: ignore[arg-type]
+    out = np.full(dims_of.size, null, dtype=np.int32)
+    ops = np.flatnonzero((xcat == _CPU_OP) & (dims_of >= 0))
+    if not ops.size:
+        return out
+    if state.dims_ids.size < len(state.dims):
+        grow = np.full(len(state.dims) - state.dims_ids.size, -1, dtype=np.int32)
+        state.dims_ids = np.concatenate([state.dims_ids, grow])
+    d = dims_of[ops]
+    unmapped = d[state.dims_ids[d] < 0]
+    if unmapped.size:
+        uniq, first = np.unique(unmapped, return_index=True)
+        for k in uniq[np.argsort(first, kind="stable")].tolist():
+            a, n = state.dims.span(k)
+            state.dims_ids[k] = acc.dims.id(payload[a : a + n])  # type: ignore[arg-type]
+    out[ops] = state.dims_ids[d]
+    return out
+
+
+def _count_categories(acc: Accumulator, cats: list[str], cat_of: np.ndarray, ph: np.ndarray) -> None:
+    pairs, counts = np.unique(cat_of.astype(np.int64) * 256 + ph, return_counts=True)
+    for pair, k in zip(pairs.tolist(), counts.tolist(), strict=True):
+        cat, code = cats[pair // 256], pair % 256
+        key = cat or f"<ph {chr(code) if code else ''}>"
+        acc.cat_counts[key] = acc.cat_counts.get(key, 0) + k
+
+
+def _processors(
+    acc: Accumulator, payload: bytes, xrows: np.ndarray, xcat: np.ndarray, streams: np.ndarray
+) -> np.ndarray:
+    """Processor ids as :meth:`Accumulator.add` gives them, per unique key (events whose pid or
+    tid is a string, one by one)."""
+    procs = np.empty(xrows.shape[0], dtype=np.int32)
+    gpu = np.isin(xcat, _GPU)
+    pid, tid = _column(xrows, "pid"), _column(xrows, "tid")
+    named = (_column(xrows, "pid_off") >= 0) | (_column(xrows, "tid_off") >= 0)
+    for i in np.flatnonzero(named).tolist():
+        procs[i] = _named_processor(acc, payload, xrows[i], bool(gpu[i]), int(xcat[i]))
+    gpu &= ~named
+    cpu = np.flatnonzero(~gpu & ~named)
+    if cpu.size:
+        keys, inv = np.unique(np.stack([pid[cpu], tid[cpu]], axis=1), axis=0, return_inverse=True)
+        ids = [acc.thread_id((p, t)) for p, t in keys.tolist()]
+        procs[cpu] = np.asarray(ids, dtype=np.int32)[inv.ravel()]
+    g = np.flatnonzero(gpu)
+    if g.size:
+        device = _column(xrows, "device")[g]
+        p, t, s = pid[g], tid[g], streams[g]
+        dev = np.where(device >= 0, device, np.where((p >= _I32_MIN) & (p < _I32_END), p, -1))
+        own = (s >= 0) | (xcat[g] == _SYNC)
+        st = np.where(own, s, np.where((t >= _I32_MIN) & (t < _I32_END), t, -1))
+        keys, inv = np.unique(np.stack([dev, st], axis=1), axis=0, return_inverse=True)
+        index = acc.proc_index
+        ids = [index.setdefault((1, d, q), len(index)) for d, q in keys.tolist()]
+        procs[g] = np.asarray(ids, dtype=np.int32)[inv.ravel()]
+    return procs
+
+
+def _named_processor(acc: Accumulator, payload: bytes, row: np.ndarray, gpu: bool, cat: int) -> int:
+    pid, tid = (
+        str(msgspec.json.decode(payload[a : a + n])) if a >= 0 else int(v)
+        for v, a, n in (
+            (row[_C["pid"]], row[_C["pid_off"]], row[_C["pid_len"]]),
+            (row[_C["tid"]], row[_C["tid_off"]], row[_C["tid_len"]]),
+        )
+    )
+    if not gpu:
+        return acc.thread_id((pid, tid))
+    device, stream = int(row[_C["device"]]), int(row[_C["stream"]])
+    dev = device if device >= 0 else proc_int(pid)
+    st = stream if stream >= 0 or cat == _SYNC else proc_int(tid)
+    key = (1, -1 if dev is None else dev, -1 if st is None else st)
+    return acc.proc_index.setdefault(key, len(acc.proc_index))
