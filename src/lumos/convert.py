@@ -266,7 +266,7 @@ def convert_rank(job: RankJob) -> RankReport:
     from lumos.ingest.kineto import trace_from_bytes
 
     t0 = time.perf_counter()
-    kineto = trace_from_bytes(job.kineto.read(), job.kineto.where)
+    kineto = trace_from_bytes(job.kineto.payload(), job.kineto.where)
     graph = build_graph(kineto)
     linked = None
     if job.et is not None:

@@ -100,7 +100,7 @@ def _build_one(ref: TraceRef) -> ExecGraph:
     try:
         if ref.kind == "chakra":
             return _chakra_graph(ref)
-        return build_graph(trace_from_bytes(ref.read(), ref.where))
+        return build_graph(trace_from_bytes(ref.payload(), ref.where))
     except LumosError as exc:
         if ref.where not in str(exc):  # say which rank's file, whatever stage failed
             exc.args = (f"{ref.where}: {exc}", *exc.args[1:])

@@ -240,3 +240,27 @@ def test_scan_equals_typed_decode_on_random_traces(
     finally:
         kineto.CHUNK_EVENTS = saved
     assert_same(whole, scanned)
+
+
+def test_big_plain_files_are_memory_mapped_and_read_alike(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain files from ``MAP_MIN_BYTES`` on are mapped, not read; both decoders take the map
+    (whole and scanned) and give the trace the bytes give; compressed files are never mapped."""
+    import mmap
+
+    import lumos._io as io_
+
+    raw = _doc([_ev(), *CORNERS["metadata, flows and instants"], *CORNERS["string pid and tid"]])
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(raw)
+    packed.write_bytes(gzip.compress(raw))
+    monkeypatch.setattr(io_, "MAP_MIN_BYTES", 0)
+    mapped = io_.read_payload(plain)
+    assert isinstance(mapped, mmap.mmap)
+    assert isinstance(io_.read_payload(packed), bytes)
+    expected = trace_from_bytes(raw, "t.json")
+    assert_same(expected, trace_from_bytes(mapped, "t.json"))
+    assert_same(expected, trace_from_bytes(mapped, "t.json", split_min_bytes=0))
+    got = kineto.read_kineto(plain)
+    assert_same(dataclasses.replace(expected, path=str(plain)), got)

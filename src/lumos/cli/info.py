@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def summarize_ref(ref: TraceRef) -> dict[str, Any]:
     """The summary of one trace, whatever its kind."""
     if ref.kind == "kineto":
-        return summarize_kineto(trace_from_bytes(ref.read(), ref.where))
+        return summarize_kineto(trace_from_bytes(ref.payload(), ref.where))
     if ref.kind == "pytorch_et":
         et = importlib.import_module("lumos.ingest.pytorch_et")
         trace = et.read_pytorch_et(ref.path, ref.member)

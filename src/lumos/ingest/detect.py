@@ -6,12 +6,13 @@ Trace JSON with ``nodes``), ``chakra`` (length-prefixed protobuf records), or ``
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 from pathlib import Path
 from typing import Literal
 
-from lumos._io import iter_heads, read_bytes, read_stream_input
+from lumos._io import iter_heads, read_bytes, read_payload, read_stream_input
 from lumos.errors import InputError, NoTracesError
 
 __all__ = ["TraceKind", "TraceRef", "expand_paths", "sniff_kind"]
@@ -74,6 +75,10 @@ class TraceRef:
     def read(self) -> bytes:
         """The decompressed payload."""
         return read_bytes(self.path, self.member, data=self.data)
+
+    def payload(self) -> bytes | mmap.mmap:
+        """The decompressed payload, a big plain file memory-mapped (:func:`read_payload`)."""
+        return read_payload(self.path, self.member, data=self.data)
 
 
 def _refs_of_file(path: Path) -> list[TraceRef]:

@@ -12,6 +12,7 @@ and both ways give the same trace.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from lumos._io import read_bytes
+from lumos._io import MAP_MIN_BYTES, read_payload
 from lumos.errors import TraceFormatError
 from lumos.ingest.kineto_columns import Accumulator
 from lumos.ingest.kineto_fold import ScanState, Unsupported, fold_scanned
@@ -44,7 +45,7 @@ CHUNK_EVENTS = 65_536
 #: Payloads this big or bigger are scanned in chunks (bounded memory, compiled); smaller ones
 #: decoded whole, which needs no compiled scan (no compile wait on a first run; see
 #: :mod:`lumos._jit`).
-SPLIT_MIN_BYTES = 64 << 20
+SPLIT_MIN_BYTES = MAP_MIN_BYTES
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
@@ -60,13 +61,14 @@ def read_kineto(path: str | os.PathLike[str], member: str | None = None) -> Kine
     True
     """
     where = f"{Path(path)}::{member}" if member else str(path)
-    return trace_from_bytes(read_bytes(path, member), where)
+    return trace_from_bytes(read_payload(path, member), where)
 
 
 def trace_from_bytes(
-    raw: bytes, where: str, *, split_min_bytes: int = SPLIT_MIN_BYTES
+    raw: bytes | mmap.mmap, where: str, *, split_min_bytes: int = SPLIT_MIN_BYTES
 ) -> KinetoTrace:
-    """Parse an in-memory Kineto JSON payload; ``where`` names it in errors.
+    """Parse a Kineto JSON payload (bytes, or a memory-mapped file); ``where`` names it in
+    errors.
 
     From ``split_min_bytes`` on, the ``traceEvents`` array is scanned in chunks of
     :data:`CHUNK_EVENTS` and folded into columns as it goes, so peak memory is the payload plus
@@ -89,7 +91,7 @@ def trace_from_bytes(
     return acc.finish(top, where)
 
 
-def _scan_payload(raw: bytes, where: str, diagnostics: dict[str, int]) -> KinetoTrace:
+def _scan_payload(raw: bytes | mmap.mmap, where: str, diagnostics: dict[str, int]) -> KinetoTrace:
     """Read a ``{"traceEvents": [...], ...}`` payload a chunk of events at a time."""
     m = _KEY.search(raw, 0, min(len(raw), 1 << 20)) or _KEY.search(raw)
     if m is None:
@@ -146,7 +148,7 @@ def _decode_chunk(chunk: bytes, where: str, diagnostics: dict[str, int]) -> list
         raise TraceFormatError(where, NESTED_TOO_DEEP) from None
 
 
-def _decode_whole(raw: bytes, head: bytes, where: str, diagnostics: dict[str, int]) -> RawTrace:
+def _decode_whole(raw: bytes | mmap.mmap, head: bytes, where: str, diagnostics: dict[str, int]) -> RawTrace:
     try:
         if head[:1] == b"[":
             return RawTrace(traceEvents=_LIST_DECODER.decode(raw))

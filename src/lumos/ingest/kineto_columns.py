@@ -274,7 +274,8 @@ class Accumulator:
         )
         rank_of = np.empty(num_x, dtype=np.int64)
         rank_of[order] = np.arange(num_x)
-        meta = {int(rank_of[i]): m for i, m in meta.items()}
+        rows = np.fromiter(meta, dtype=np.int64, count=len(meta))
+        meta = dict(zip(rank_of[rows].tolist(), meta.values(), strict=True))
         names = self.interner.table()
         tmeta = build_meta(top, where, diagnostics)
         return KinetoTrace(

@@ -9,6 +9,7 @@ with the typed decoder. It never guesses a time: an event without a numeric ``ts
 
 from __future__ import annotations
 
+import mmap
 from typing import Annotated, Any, get_args, get_origin
 
 import msgspec
@@ -123,7 +124,7 @@ def _clean_event(e: Any, diagnostics: dict[str, int]) -> dict[str, Any] | None:
     return out
 
 
-def decode_tolerant(raw: bytes, where: str, diagnostics: dict[str, int]) -> RawTrace:
+def decode_tolerant(raw: bytes | mmap.mmap, where: str, diagnostics: dict[str, int]) -> RawTrace:
     """Decode a Kineto document whose field types are off; raises ``TraceFormatError``."""
     try:
         doc = msgspec.json.decode(raw)
