@@ -31,6 +31,7 @@ from lumos.ingest.kineto_trace import Events, KinetoTrace
 
 __all__ = [
     "CHUNK_EVENTS",
+    "COMPILED_SCAN_MIN_BYTES",
     "SPLIT_MIN_BYTES",
     "Events",
     "KinetoTrace",
@@ -44,8 +45,11 @@ _LIST_DECODER = msgspec.json.Decoder(list[RawEvent])
 CHUNK_EVENTS = 65_536
 #: Payloads this big or bigger are scanned in chunks (bounded memory, compiled); smaller ones
 #: decoded whole, which needs no compiled scan (no compile wait on a first run; see
-#: :mod:`lumos._jit`).
+#: :mod:`lumos._jit`) ...
 SPLIT_MIN_BYTES = MAP_MIN_BYTES
+#: ... unless the scan is compiled already (in numba's cache): then from this size on, where it
+#: is faster than the typed decoders.
+COMPILED_SCAN_MIN_BYTES = 4 << 20
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
@@ -65,15 +69,20 @@ def read_kineto(path: str | os.PathLike[str], member: str | None = None) -> Kine
 
 
 def trace_from_bytes(
-    raw: bytes | mmap.mmap, where: str, *, split_min_bytes: int = SPLIT_MIN_BYTES
+    raw: bytes | mmap.mmap, where: str, *, split_min_bytes: int | None = None
 ) -> KinetoTrace:
     """Parse a Kineto JSON payload (bytes, or a memory-mapped file); ``where`` names it in
     errors.
 
-    From ``split_min_bytes`` on, the ``traceEvents`` array is scanned in chunks of
-    :data:`CHUNK_EVENTS` and folded into columns as it goes, so peak memory is the payload plus
-    the columns plus one chunk. Both ways give the same trace.
+    From ``split_min_bytes`` on (by default :data:`SPLIT_MIN_BYTES`, or
+    :data:`COMPILED_SCAN_MIN_BYTES` once the scan is compiled), the ``traceEvents`` array is
+    scanned in chunks of :data:`CHUNK_EVENTS` and folded into columns as it goes, so peak memory
+    is the payload plus the columns plus one chunk. Both ways give the same trace.
     """
+    if split_min_bytes is None:
+        split_min_bytes = SPLIT_MIN_BYTES
+        if len(raw) >= COMPILED_SCAN_MIN_BYTES and scan.ready():
+            split_min_bytes = COMPILED_SCAN_MIN_BYTES
     diagnostics: dict[str, int] = {}
     head = raw[:4096].lstrip()
     if not head:
