@@ -236,6 +236,30 @@ BENCHES = [
         ),
     ),
     Bench(
+        "big",
+        "bench_big.py",
+        ["--copies", "31"],
+        ["--copies", "5"],
+        {
+            "mb": r"trace: (\d+) MB JSON",
+            "events": r"MB JSON, (\d+) events",
+            "tasks": r"(\d+) tasks; read_kineto",
+            "read": r"read_kineto ([\d.]+) s",
+            "build": r"build_graph ([\d.]+) s",
+            "replay": r"replay ([\d.]+) s, write_replay",
+            "write": r"write_replay ([\d.]+) s",
+            "wall": r"replay end to end: ([\d.]+) s",
+            "rss": r"peak RSS ([\d.]+) GB",
+            "ingest": r"ingest (\d+) MB/s",
+        },
+        (
+            "`lumos replay FILE -o DIR` end to end, a {mb} MB Kineto trace ({events} events: "
+            "df_index_resolver replicated in time)",
+            "{wall} s, peak RSS {rss} GB, {tasks} tasks (read {read} s = {ingest} MB/s, build "
+            "{build} s, simulate {replay} s, write {write} s)",
+        ),
+    ),
+    Bench(
         "first_run",
         "bench_first_run.py",
         ["--repeat", "3"],
