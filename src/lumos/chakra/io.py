@@ -198,7 +198,7 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
         )
     meta_len, pos = read_varint(buf[:10].tobytes(), 0)
     try:
-        meta = ChakraMetadata.decode(buf[pos : pos + meta_len].tobytes())
+        meta = ChakraMetadata.decode(buf[pos : pos + meta_len].tobytes(), str(path))
     except (WireError, UnicodeDecodeError) as exc:
         raise ChakraFormatError(path, f"GlobalMetadata record does not decode: {exc}") from None
     c = _decode_nodes(path, buf, pos + meta_len, n_rec - 1, err)

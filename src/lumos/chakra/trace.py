@@ -38,16 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from lumos.chakra.attr_table import AttrTable, attr_header, attrs_from_spans
-from lumos.chakra.attrs import (
-    Attr,
-    IOInfo,
-    WireError,
-    decode_io_info,
-    encode_attr,
-    read_varint,
-    varint_bytes,
-)
+from lumos.chakra.attr_table import AttrTable, attr_header
+from lumos.chakra.attrs import Attr, IOInfo, WireError, decode_io_info
+from lumos.chakra.metadata import ChakraMetadata
 from lumos.chakra.schema import ATTR_KIND_NAMES, INTEGER_KINDS, NodeType
 from lumos.chakra.view import AttrView, NodeView, attr_view_class, node_block
 from lumos.errors import ChakraFormatError
@@ -78,61 +71,6 @@ def exact_sum(a: np.ndarray) -> int:
     if max(abs(int(a.max())), abs(int(a.min()))) * a.size < 2**63:
         return int(a.sum())
     return sum(a.tolist())
-
-
-@dataclass(frozen=True, slots=True)
-class ChakraMetadata:
-    """``GlobalMetadata``: ``version``, ``attrs`` and the exact message bytes ``raw``."""
-
-    version: str = ""
-    attrs: tuple[Attr, ...] = ()
-    raw: bytes = b""
-
-    @classmethod
-    def build(cls, version: str = "", attrs: tuple[Attr, ...] | list[Attr] = ()) -> ChakraMetadata:
-        """Metadata with canonical bytes for ``version`` and ``attrs``."""
-        raw = bytearray()
-        if version:
-            data = version.encode("utf-8")
-            raw += b"\x0a" + varint_bytes(len(data)) + data
-        for a in attrs:
-            body = encode_attr(a)
-            raw += b"\x12" + varint_bytes(len(body)) + body
-        return cls(version, tuple(attrs), bytes(raw))
-
-    @classmethod
-    def decode(cls, raw: bytes) -> ChakraMetadata:
-        """Parse ``GlobalMetadata`` bytes; raises ``WireError`` (unknown fields are kept in raw)."""
-        version, pos = "", 0
-        spans: tuple[list[int], list[int]] = ([], [])
-        while pos < len(raw):
-            tag, pos = read_varint(raw, pos)
-            fno, wt = tag >> 3, tag & 7
-            if wt == 2:
-                n, pos = read_varint(raw, pos)
-                if pos + n > len(raw):
-                    raise WireError("metadata field runs past the end of the record")
-                body, pos = raw[pos : pos + n], pos + n
-                if fno == 1:
-                    version = body.decode("utf-8", errors="replace")
-                elif fno == 2:
-                    spans[0].append(pos - n)
-                    spans[1].append(n)
-            elif wt == 0:
-                _, pos = read_varint(raw, pos)
-            elif wt in (1, 5):
-                pos += 8 if wt == 1 else 4
-            else:
-                raise WireError(f"metadata field {fno} has unsupported wire type {wt}")
-        attrs = attrs_from_spans(np.frombuffer(raw, dtype=np.uint8), *spans)
-        return cls(version, attrs, bytes(raw))
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """Value of the last metadata attribute called ``name``."""
-        for a in reversed(self.attrs):
-            if a.name == name:
-                return a.value
-        return default
 
 
 @dataclass(frozen=True, slots=True)
