@@ -66,3 +66,37 @@ def test_built_metadata_is_immutable():
     assert ChakraMetadata.decode(meta.raw) == meta
     with pytest.raises(AttributeError):
         meta.version = "2"  # type: ignore[misc]
+
+
+def test_views_equal_eager_attributes_on_every_node(converted, chakra0_plain):
+    for path in (converted, chakra0_plain):
+        t = read_chakra(path)
+        n_views = 0
+        for v in t.iter_nodes():
+            eager = t.attrs_of(v.row)
+            assert [(a.name, a.kind, a.value, a.doc_string) for a in v.attrs] == [
+                (a.name, a.kind, a.value, a.doc_string) for a in eager
+            ]
+            assert (v.id, v.data_deps, v.ctrl_deps) == (
+                int(t.node_id[v.row]),
+                tuple(t.data_deps_of(v.row).tolist()),
+                tuple(t.ctrl_deps_of(v.row).tolist()),
+            )
+            n_views += 1
+        assert n_views == t.num_nodes
+
+
+def test_a_dropped_trace_is_freed_without_a_garbage_collection(chakra0_plain):
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        t = read_chakra(chakra0_plain)
+        views = list(t.iter_nodes())
+        assert views[5].attrs[0].value is not None
+        ref = weakref.ref(t)
+        del t, views
+        assert ref() is None  # no reference cycle through the views keeps it alive
+    finally:
+        gc.enable()
