@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Iterator
-from itertools import islice, repeat
+from itertools import chain, islice, repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -149,20 +149,35 @@ class AttrView(tuple):
     __str__ = __repr__
 
 
-def _slices(values: list[Any], ptr: np.ndarray) -> Iterator[tuple[Any, ...]]:
-    """``values`` cut at the CSR offsets ``ptr`` (from 0) into one tuple per row."""
-    whole = tuple(values)
-    bounds = ptr.tolist()
-    return map(whole.__getitem__, map(slice, bounds[:-1], bounds[1:]))
+def _runs(items: Iterator[Any], counts: np.ndarray) -> Iterator[tuple[Any, ...]] | None:
+    """``items`` cut into one tuple per row, row ``i`` taking the next ``counts[i]``, lazily (a
+    row's items are taken, and made when ``items`` is lazy, when its tuple is asked for), by
+    runs of rows with the same count ``k``: ``zip`` over ``k`` references to ``items`` makes a
+    run's tuples in C, with no object per row. None when the runs are too short for that."""
+    n = counts.shape[0]
+    change = np.flatnonzero(counts[1:] != counts[:-1]) + 1
+    if change.shape[0] * 16 > n:
+        return None
+    bounds = [0, *change.tolist(), n]
+    ks = counts[bounds[:-1]].tolist()
+    return chain.from_iterable(
+        islice(zip(*[items] * k, strict=False), e - s) if k else repeat((), e - s)
+        for s, e, k in zip(bounds[:-1], bounds[1:], ks, strict=True)
+    )
 
 
 def _csr_values(ptr: np.ndarray, val: np.ndarray, lo: int, hi: int) -> Iterator[tuple[int, ...]]:
     a, b = int(ptr[lo]), int(ptr[hi])
     if a == b:  # common for ctrl_deps: no per-row work at all
         return repeat((), hi - lo)
-    if b - a == hi - lo and bool((np.diff(ptr[lo : hi + 1]) == 1).all()):
-        return zip(val[a:b].tolist())  # one item per row (most data_deps): 1-tuples made in C
-    return _slices(val[a:b].tolist(), ptr[lo : hi + 1] - a)
+    values = val[a:b].tolist()
+    counts = np.diff(ptr[lo : hi + 1])
+    by_runs = _runs(iter(values), counts)
+    if by_runs is not None:
+        return by_runs
+    whole = tuple(values)  # one slice of it per row
+    bounds = (ptr[lo : hi + 1] - a).tolist()
+    return map(whole.__getitem__, map(slice, bounds[:-1], bounds[1:]))
 
 
 def _attr_tuples(t: ChakraTrace, lo: int, hi: int) -> Iterator[tuple[AttrView, ...]]:
@@ -175,7 +190,11 @@ def _attr_tuples(t: ChakraTrace, lo: int, hi: int) -> Iterator[tuple[AttrView, .
         return repeat((), hi - lo)
     names = t.attr_names_array[t.attr_name_idx[a:b]].tolist()
     views = map(AttrView, zip(names, range(a, b), repeat(t.attr_rows)))
-    return map(tuple, map(islice, repeat(views), np.diff(t.attr_ptr[lo : hi + 1]).tolist()))
+    counts = np.diff(t.attr_ptr[lo : hi + 1])
+    by_runs = _runs(views, counts)
+    if by_runs is not None:
+        return by_runs
+    return map(tuple, map(islice, repeat(views), counts.tolist()))
 
 
 def node_block(trace: ChakraTrace, lo: int, hi: int) -> Iterator[NodeView]:
