@@ -328,8 +328,10 @@ def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray
             done = max(int(st[_wire.ST_POS]) - pos, 1)
             have = cols[items[0][0]].shape[0]
             cap = max(int(used * total / done * 1.05) + 1024, 2 * have + 16)
-            for name, _ in items:
-                cols[name] = _resized(cols[name], cap)
+            for name, dt in items:  # not resized: that would zero the new room first
+                grown = np.empty(cap, dt)
+                grown[:used] = cols[name][:used]
+                cols[name] = grown
         else:
             key = "names" if status == _wire.GROW_NAMES else "attr_names"
             used = int(st[_wire.ST_NAMES if key == "names" else _wire.ST_ATTR_NAMES])
@@ -345,16 +347,15 @@ def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray
         else:
             out.append(arr)
             continue
-        out.append(_resized(arr, k))
+        out.append(_trimmed(arr, k))
     out.append(tables["names"][1][: int(st[_wire.ST_NAMES])])
     out.append(tables["attr_names"][1][: int(st[_wire.ST_ATTR_NAMES])])
     return out
 
 
-def _resized(arr: np.ndarray, n: int) -> np.ndarray:
-    """``arr`` (a 1-d array that owns its memory and that nothing else uses) with room for ``n``
-    items, the first ones kept: reallocated in place, so that neither growing nor trimming
-    copies the items or touches fresh pages for them."""
+def _trimmed(arr: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` items of ``arr`` (a 1-d array that owns its memory and that nothing else
+    uses), reallocated in place: neither a copy nor a view that keeps the unused room."""
     arr.resize(n, refcheck=False)
     return arr
 
