@@ -25,8 +25,9 @@ import numpy as np
 from lumos.chakra import _wire, _wire_attr
 from lumos.chakra.attrs import Attr, WireError, read_varint
 from lumos.chakra.schema import ATTR_KIND_NAMES
+from lumos.errors import ChakraFormatError
 
-__all__ = ["AttrTable", "attr_header", "attrs_from_spans"]
+__all__ = ["AttrRows", "AttrTable", "attr_header", "attrs_from_spans"]
 
 # how the values of each oneof field number (index) become Python values
 _SIGNED, _UNSIGNED, _FLOAT, _BOOL, _STRING, _BYTES = range(6)
@@ -124,6 +125,56 @@ class AttrTable:
             return [b.decode("utf-8") for b in raw]
         except UnicodeDecodeError:
             raise WireError("string attribute is not valid UTF-8") from None
+
+
+class AttrRows:
+    """A trace's attribute rows as their values, kinds and doc strings are read one at a time
+    (by :class:`~lumos.chakra.trace.ChakraTrace` and its attribute views): the columns it needs
+    and the value table (:class:`AttrTable`, decoded on first use), without a reference to the
+    trace, so that views holding it do not keep their trace alive in a reference cycle."""
+
+    __slots__ = ("_table", "blob", "kinds", "lengths", "node_id", "offsets", "path", "ptr")
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+                 kinds: np.ndarray, ptr: np.ndarray, node_id: np.ndarray,
+                 path: str | None) -> None:  # fmt: skip
+        self.blob, self.offsets, self.lengths, self.kinds = blob, offsets, lengths, kinds
+        self.ptr, self.node_id, self.path = ptr, node_id, path
+        self._table: AttrTable | None = None
+
+    @property
+    def table(self) -> AttrTable:
+        """Every row's value (decoded in compiled code on first use)."""
+        if self._table is None:
+            self._table = AttrTable.decode(self.blob, self.offsets, self.lengths, self.kinds)
+        return self._table
+
+    def kind(self, k: int) -> str:
+        """The oneof member that carries row ``k``'s value (``""`` for none)."""
+        return ATTR_KIND_NAMES.get(int(self.kinds[k]), "")
+
+    def value(self, k: int) -> Any:
+        """The Python value of row ``k``; ``ChakraFormatError`` naming its node when it does
+        not decode."""
+        try:
+            return self.table.value(k)
+        except WireError as exc:
+            raise self._error(k, exc) from None
+
+    def doc(self, k: int) -> str:
+        """``doc_string`` of row ``k``."""
+        o, n = int(self.offsets[k]), int(self.lengths[k])
+        try:
+            return attr_header(self.blob[o : o + n].tobytes())[1]
+        except WireError as exc:
+            raise self._error(k, exc) from None
+
+    def _error(self, k: int, exc: WireError) -> ChakraFormatError:
+        idx = int(np.searchsorted(self.ptr, k, side="right") - 1)
+        return ChakraFormatError(
+            self.path,
+            f"node id {int(self.node_id[idx])} (row {idx}): attribute does not decode: {exc}",
+        )
 
 
 def attr_header(b: bytes) -> tuple[str, str, int]:

@@ -198,7 +198,7 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
         )
     meta_len, pos = read_varint(buf[:10].tobytes(), 0)
     try:
-        meta = ChakraMetadata.decode(buf[pos : pos + meta_len].tobytes())
+        meta = ChakraMetadata.decode(buf[pos : pos + meta_len].tobytes(), str(path))
     except (WireError, UnicodeDecodeError) as exc:
         raise ChakraFormatError(path, f"GlobalMetadata record does not decode: {exc}") from None
     c = _decode_nodes(path, buf, pos + meta_len, n_rec - 1, err)
@@ -328,7 +328,7 @@ def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray
             done = max(int(st[_wire.ST_POS]) - pos, 1)
             have = cols[items[0][0]].shape[0]
             cap = max(int(used * total / done * 1.05) + 1024, 2 * have + 16)
-            for name, dt in items:
+            for name, dt in items:  # not resized: that would zero the new room first
                 grown = np.empty(cap, dt)
                 grown[:used] = cols[name][:used]
                 cols[name] = grown
@@ -347,10 +347,17 @@ def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray
         else:
             out.append(arr)
             continue
-        out.append(arr[:k] if k * 5 >= arr.shape[0] * 4 else arr[:k].copy())
+        out.append(_trimmed(arr, k))
     out.append(tables["names"][1][: int(st[_wire.ST_NAMES])])
     out.append(tables["attr_names"][1][: int(st[_wire.ST_ATTR_NAMES])])
     return out
+
+
+def _trimmed(arr: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` items of ``arr`` (a 1-d array that owns its memory and that nothing else
+    uses), reallocated in place: neither a copy nor a view that keeps the unused room."""
+    arr.resize(n, refcheck=False)
+    return arr
 
 
 def _new_table(cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -38,18 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from lumos.chakra.attr_table import AttrTable, attr_header, attrs_from_spans
-from lumos.chakra.attrs import (
-    Attr,
-    IOInfo,
-    WireError,
-    decode_io_info,
-    encode_attr,
-    read_varint,
-    varint_bytes,
-)
+from lumos.chakra.attr_table import AttrRows, AttrTable
+from lumos.chakra.attrs import Attr, IOInfo, WireError, decode_io_info
+from lumos.chakra.metadata import ChakraMetadata
 from lumos.chakra.schema import ATTR_KIND_NAMES, INTEGER_KINDS, NodeType
-from lumos.chakra.view import AttrView, NodeView, attr_view_class, node_block
+from lumos.chakra.view import NodeView, node_block
 from lumos.errors import ChakraFormatError
 
 __all__ = [
@@ -68,7 +61,7 @@ _INT_KINDS = np.array(sorted(INTEGER_KINDS), dtype=np.int8)
 _BOOL_KIND = 27
 _UINT64_KINDS = np.array([13, 21], dtype=np.int8)  # uint64_val, fixed64_val
 _STRING_KIND = 29
-_VIEW_BLOCK = 4096  # node rows whose columns iter_nodes turns into Python lists at once
+_VIEW_BLOCK = 1024  # node rows whose columns iter_nodes turns into Python lists at once
 
 
 def exact_sum(a: np.ndarray) -> int:
@@ -78,61 +71,6 @@ def exact_sum(a: np.ndarray) -> int:
     if max(abs(int(a.max())), abs(int(a.min()))) * a.size < 2**63:
         return int(a.sum())
     return sum(a.tolist())
-
-
-@dataclass(frozen=True, slots=True)
-class ChakraMetadata:
-    """``GlobalMetadata``: ``version``, ``attrs`` and the exact message bytes ``raw``."""
-
-    version: str = ""
-    attrs: tuple[Attr, ...] = ()
-    raw: bytes = b""
-
-    @classmethod
-    def build(cls, version: str = "", attrs: tuple[Attr, ...] | list[Attr] = ()) -> ChakraMetadata:
-        """Metadata with canonical bytes for ``version`` and ``attrs``."""
-        raw = bytearray()
-        if version:
-            data = version.encode("utf-8")
-            raw += b"\x0a" + varint_bytes(len(data)) + data
-        for a in attrs:
-            body = encode_attr(a)
-            raw += b"\x12" + varint_bytes(len(body)) + body
-        return cls(version, tuple(attrs), bytes(raw))
-
-    @classmethod
-    def decode(cls, raw: bytes) -> ChakraMetadata:
-        """Parse ``GlobalMetadata`` bytes; raises ``WireError`` (unknown fields are kept in raw)."""
-        version, pos = "", 0
-        spans: tuple[list[int], list[int]] = ([], [])
-        while pos < len(raw):
-            tag, pos = read_varint(raw, pos)
-            fno, wt = tag >> 3, tag & 7
-            if wt == 2:
-                n, pos = read_varint(raw, pos)
-                if pos + n > len(raw):
-                    raise WireError("metadata field runs past the end of the record")
-                body, pos = raw[pos : pos + n], pos + n
-                if fno == 1:
-                    version = body.decode("utf-8", errors="replace")
-                elif fno == 2:
-                    spans[0].append(pos - n)
-                    spans[1].append(n)
-            elif wt == 0:
-                _, pos = read_varint(raw, pos)
-            elif wt in (1, 5):
-                pos += 8 if wt == 1 else 4
-            else:
-                raise WireError(f"metadata field {fno} has unsupported wire type {wt}")
-        attrs = attrs_from_spans(np.frombuffer(raw, dtype=np.uint8), *spans)
-        return cls(version, attrs, bytes(raw))
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """Value of the last metadata attribute called ``name``."""
-        for a in reversed(self.attrs):
-            if a.name == name:
-                return a.value
-        return default
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,34 +203,26 @@ class ChakraTrace:
         return out
 
     @cached_property
-    def attr_view_class(self) -> type[AttrView]:
-        """The class of this trace's attribute views (:func:`lumos.chakra.view.attr_view_class`)."""
-        return attr_view_class(self)
+    def attr_rows(self) -> AttrRows:
+        """The attribute rows as values, kinds and doc strings are read one at a time
+        (:class:`lumos.chakra.attr_table.AttrRows`)."""
+        return AttrRows(self.blob, self.attr_off, self.attr_len, self.attr_kind, self.attr_ptr,
+                        self.node_id, self.path)  # fmt: skip
 
-    @cached_property
+    @property
     def attr_values(self) -> AttrTable:
         """Every attribute's value, scalar or list, as one columnar table (decoded in compiled
         code on first use; row ``k`` is attribute row ``k``)."""
-        return AttrTable.decode(self.blob, self.attr_off, self.attr_len, self.attr_kind)
+        return self.attr_rows.table
 
     def attr_value(self, k: int) -> Any:
         """The Python value of attribute row ``k``; ``ChakraFormatError`` naming the node when
         it does not decode."""
-        try:
-            return self.attr_values.value(k)
-        except WireError as exc:
-            raise self._error(self._attr_owner(k), f"attribute does not decode: {exc}") from None
+        return self.attr_rows.value(k)
 
     def attr_doc(self, k: int) -> str:
         """``doc_string`` of attribute row ``k``."""
-        o, n = int(self.attr_off[k]), int(self.attr_len[k])
-        try:
-            return attr_header(self.blob[o : o + n].tobytes())[1]
-        except WireError as exc:
-            raise self._error(self._attr_owner(k), f"attribute does not decode: {exc}") from None
-
-    def _attr_owner(self, k: int) -> int:
-        return int(np.searchsorted(self.attr_ptr, k, side="right") - 1)
+        return self.attr_rows.doc(k)
 
     def _attr(self, k: int) -> Attr:
         kind = ATTR_KIND_NAMES.get(int(self.attr_kind[k]), "")
