@@ -123,7 +123,7 @@ def test_kernel_module_list_is_the_registry() -> None:
     names = {k.name for k in _jit.kernels()}
     assert names == {
         "lumos.ingest.kineto_scan._scan_chunk",
-        "lumos.ingest.kineto_scan._regrow_tables",
+        "lumos.ingest.span_table._regrow_tables",
         "lumos.sim._kernel._run",
         "lumos.report.metrics._walk_path",
         "lumos.report.json_columns._format_rows",

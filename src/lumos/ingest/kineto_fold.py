@@ -2,9 +2,9 @@
 
 Gives the accumulator exactly what :meth:`Accumulator.add` gives it for the same events
 decoded the usual way (a test checks this on every real trace), with the work done per
-*unique* string and in numpy rather than per event in Python: names and categories are interned
-by the scan (:class:`~lumos.ingest.kineto_scan.SpanTable`) and decoded once each, and only the events that carry
-metadata (collectives, shapes of the ops the cost model reads, CUDA syncs), thread names and
+*unique* string and in numpy rather than per event in Python: names and categories are
+interned by the scan (:class:`~lumos.ingest.span_table.SpanTable`) and decoded once each, and
+only the events that carry metadata (collectives, shapes of the ops the cost model reads, CUDA syncs), thread names and
 forward/backward flows are decoded one by one.
 
 Everything that can fail is done before the accumulator changes: :func:`fold_scanned` raises
@@ -21,14 +21,16 @@ import msgspec
 import numpy as np
 
 from lumos.ingest.kineto_columns import Accumulator, meta_name, proc_int
-from lumos.ingest.kineto_scan import FLOAT_FIELDS, INT_FIELDS, SpanTable
+from lumos.ingest.kineto_scan import FLOAT_FIELDS, INT_FIELDS
 from lumos.ingest.kineto_schema import (
     GPU_CATEGORIES,
     Category,
     EventMeta,
+    RawArgs,
     RawEvent,
     category_of,
 )
+from lumos.ingest.span_table import SpanTable
 
 __all__ = ["ScanState", "Unsupported", "fold_scanned"]
 
@@ -60,29 +62,23 @@ class Unsupported(Exception):
     """The chunk holds something the fast fold does not read exactly (decode it the usual way)."""
 
 
-class _MetaArgs(msgspec.Struct, gc=False):
-    """The metadata fields of ``args``, decoded directly (the scan has checked the JSON)."""
-
-    coll_name: Any = msgspec.field(name="Collective name", default=None)
-    in_nelems: Any = msgspec.field(name="In msg nelems", default=None)
-    out_nelems: Any = msgspec.field(name="Out msg nelems", default=None)
-    dtype: Any = None
-    group_size: Any = msgspec.field(name="Group size", default=None)
-    pg_name: Any = msgspec.field(name="Process Group Name", default=None)
-    pg_desc: Any = msgspec.field(name="Process Group Description", default=None)
-    pg_ranks: Any = msgspec.field(name="Process Group Ranks", default=None)
-    coll_seq: Any = msgspec.field(name="Seq", default=None)
-    input_dims: Any = msgspec.field(name="Input Dims", default=None)
-    input_type: Any = msgspec.field(name="Input type", default=None)
-    concrete_inputs: Any = msgspec.field(name="Concrete Inputs", default=None)
-    sync_kind: str = msgspec.field(name="cuda_sync_kind", default="")
-    wait_on_stream: int = -1
-    wait_on_event_record_corr_id: int = msgspec.field(
-        name="wait_on_cuda_event_record_corr_id", default=-1
-    )
-    wait_on_event_id: int = msgspec.field(name="wait_on_cuda_event_id", default=-1)
+def _meta_args() -> type[msgspec.Struct]:
+    """The metadata fields of ``args`` (:class:`EventMeta`'s, as :class:`RawArgs` spells them),
+    decoded to Python values at once: the scan has checked the JSON, so there is nothing to
+    keep raw."""
+    raw = {f.name: f for f in msgspec.structs.fields(RawArgs)}
+    fields: list[tuple[str, Any, Any]] = []
+    for f in msgspec.structs.fields(EventMeta):
+        if f.name == "stream":  # a column of the scan
+            continue
+        r = raw[f.name]
+        is_raw = r.type is msgspec.Raw
+        fields.append((f.name, Any if is_raw else r.type, None if is_raw else r.default))
+    rename = {name: raw[name].encode_name for name, _, _ in fields}
+    return msgspec.defstruct("MetaArgs", fields, rename=rename, gc=False)
 
 
+_MetaArgs = _meta_args()
 _META = msgspec.json.Decoder(_MetaArgs)
 _EVENT = msgspec.json.Decoder(RawEvent)
 _NO_ARGS = _MetaArgs()
@@ -204,15 +200,7 @@ def _decode_meta(payload: Payload, row: np.ndarray, stream: int) -> EventMeta:
         m = _META.decode(payload[a : a + n]) if a >= 0 else _NO_ARGS
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         raise Unsupported("metadata the typed decoder refuses") from None
-    return EventMeta(
-        coll_name=m.coll_name, in_nelems=m.in_nelems, out_nelems=m.out_nelems, dtype=m.dtype,
-        group_size=m.group_size, pg_name=m.pg_name, pg_desc=m.pg_desc, pg_ranks=m.pg_ranks,
-        coll_seq=m.coll_seq, input_dims=m.input_dims, input_type=m.input_type,
-        concrete_inputs=m.concrete_inputs, sync_kind=m.sync_kind, stream=stream,
-        wait_on_stream=m.wait_on_stream,
-        wait_on_event_record_corr_id=m.wait_on_event_record_corr_id,
-        wait_on_event_id=m.wait_on_event_id,
-    )  # fmt: skip
+    return EventMeta(**msgspec.structs.asdict(m), stream=stream)
 
 
 def _times(payload: Payload, xrows: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -3,8 +3,9 @@
 Big traces spend most of their ingest time turning decoded events into columns one Python
 attribute at a time. :data:`scan` walks the ``traceEvents`` array itself and writes, per event,
 the fields lumos reads into two row-major arrays: integers (:data:`INT_FIELDS`) and floats
-(``ts``, ``dur``). Strings are interned as they are met, in :class:`SpanTable`\\ s (an
-open-addressing hash table over byte spans of the payload, compared byte for byte): an event's
+(``ts``, ``dur``). Strings are interned as they are met, in
+:class:`~lumos.ingest.span_table.SpanTable`\\ s (hash tables over byte spans of the payload,
+compared byte for byte): an event's
 ``cat``, and a duration event's ``name`` and ``Input Dims`` text, become ids numbered in the
 order they first appear, and the caller decodes each distinct string once.
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from lumos._jit import INT64, Kernel, array
 from lumos.ingest.json_scan import as_float, as_int, skip_value, string_end, whitespace_end
+from lumos.ingest.span_table import intern_span
 
 __all__ = [
     "ARG_FIELDS",
@@ -31,7 +33,6 @@ __all__ = [
     "MALFORMED",
     "OK",
     "UNSUPPORTED",
-    "SpanTable",
     "scan",
 ]
 
@@ -82,107 +83,6 @@ for _k, _name in enumerate(_KEYS):
     _slot = len(_name) * 256 + _name.encode()[0]
     assert _KEY_AT[_slot] == -1, _name
     _KEY_AT[_slot] = _k
-
-_FNV_OFFSET = np.int64(-3750763034362895579)  # 0xcbf29ce484222325 as int64
-_FNV_PRIME = np.int64(1099511628211)
-
-
-class SpanTable:
-    """Distinct byte spans of one payload, numbered in first-seen order (a table for the
-    compiled scan, in one ``int64`` array: count, capacity, then per slot a hash and an id, and
-    per id the span's offset and length).
-
-    :meth:`reserve` before each scan keeps the table at most half full.
-    """
-
-    def __init__(self, capacity: int = 1 << 16) -> None:
-        self.array = _empty_table(capacity)
-
-    def __len__(self) -> int:
-        return int(self.array[0])
-
-    def span(self, i: int) -> tuple[int, int]:
-        """(offset, length) of string ``i`` in the payload."""
-        cap = int(self.array[1])
-        return int(self.array[2 + 2 * cap + i]), int(self.array[2 + 3 * cap + i])
-
-    def reserve(self, more: int) -> None:
-        """Make room for ``more`` new strings (grows and re-inserts when needed)."""
-        cap = int(self.array[1])
-        if 2 * (len(self) + more) <= cap:
-            return
-        while 2 * (len(self) + more) > cap:
-            cap *= 2
-        new = _empty_table(cap)
-        _regrow(self.array, new, work=cap)
-        self.array = new
-
-
-def _empty_table(capacity: int) -> np.ndarray:
-    t = np.full(2 + 4 * capacity, -1, dtype=np.int64)
-    t[0], t[1] = 0, capacity
-    return t
-
-
-@numba.njit(cache=True, nogil=True)
-def _insert(t: np.ndarray, h: int, idv: int) -> None:  # pragma: no cover - compiled
-    cap = t[1]
-    slot = h & (cap - 1)
-    while t[2 + cap + slot] >= 0:
-        slot = (slot + 1) & (cap - 1)
-    t[2 + slot] = h
-    t[2 + cap + slot] = idv
-
-
-@numba.njit(cache=True, nogil=True)
-def _regrow_tables(old: np.ndarray, new: np.ndarray) -> int:  # pragma: no cover - compiled
-    """Insert every entry of ``old`` into the larger, empty ``new`` (same ids and spans)."""
-    cap, ncap = old[1], new[1]
-    for slot in range(cap):
-        idv = old[2 + cap + slot]
-        if idv >= 0:
-            _insert(new, old[2 + slot], idv)
-    n = old[0]
-    for i in range(n):
-        new[2 + 2 * ncap + i] = old[2 + 2 * cap + i]
-        new[2 + 3 * ncap + i] = old[2 + 3 * cap + i]
-    new[0] = n
-    return n
-
-
-_regrow = Kernel(_regrow_tables, (array(np.int64), array(np.int64, writes=True)), max_interpreted=0)
-
-
-@numba.njit(cache=True, nogil=True)
-def _intern(t: np.ndarray, buf: np.ndarray, s: int, e: int) -> int:  # pragma: no cover - compiled
-    """The id of the bytes ``buf[s:e]`` in table ``t``, adding them if they are new."""
-    h = _FNV_OFFSET
-    for j in range(s, e):
-        h = (h ^ buf[j]) * _FNV_PRIME
-    cap = t[1]
-    slot = h & (cap - 1)
-    n = e - s
-    while True:
-        idv = t[2 + cap + slot]
-        if idv < 0:
-            idv = t[0]
-            t[2 + slot] = h
-            t[2 + cap + slot] = idv
-            t[2 + 2 * cap + idv] = s
-            t[2 + 3 * cap + idv] = n
-            t[0] = idv + 1
-            return idv
-        if t[2 + slot] == h and t[2 + 3 * cap + idv] == n:
-            r = t[2 + 2 * cap + idv]
-            same = True
-            for j in range(n):
-                if buf[r + j] != buf[s + j]:
-                    same = False
-                    break
-            if same:
-                return idv
-        slot = (slot + 1) & (cap - 1)
-
 
 @numba.njit(cache=True, nogil=True)
 def _key(buf: np.ndarray, s: int, e: int) -> int:  # pragma: no cover - compiled
@@ -363,11 +263,11 @@ def _event(
     if not closed:
         return -1
     ints[base + _F_END] = i + 1
-    ints[base + _F_CAT] = _intern(cats, buf, cat_s, cat_e)
+    ints[base + _F_CAT] = intern_span(cats, buf, cat_s, cat_e)
     if ints[base + _F_PH] == _X:
-        ints[base + _F_NAME] = _intern(names, buf, name_s, name_e)
+        ints[base + _F_NAME] = intern_span(names, buf, name_s, name_e)
         if dims_e > dims_s:
-            ints[base + _F_DIMS] = _intern(dims, buf, dims_s, dims_e)
+            ints[base + _F_DIMS] = intern_span(dims, buf, dims_s, dims_e)
     return i + 1
 
 
