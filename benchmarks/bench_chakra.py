@@ -210,6 +210,35 @@ def realistic(repeat: int) -> None:
             print(f"every node's fields, {label} ({n:,} nodes, "
                   f"{path.stat().st_size / 1e6:.1f} MB): read_chakra {statistics.median(ours):.3f} s, "
                   f"mlc-chakra {statistics.median(up):.3f} s, read_chakra is {ratio:.2f}x")  # fmt: skip
+        _every_realdata_et(repeat)
+
+
+def _every_realdata_et(repeat: int) -> None:
+    """Every ``.et`` file of the realdata folder (ASTRA-sim's examples, upstream's test ETs),
+    read whole by both readers, interleaved; one line with the totals."""
+    import statistics
+
+    from tests.realdata import realdata_root
+
+    root = realdata_root()
+    if root is None:
+        print("realdata folder absent: no realdata ETs")
+        return
+    paths = sorted(root.rglob("*.et"))
+    mb = sum(p.stat().st_size for p in paths) / 1e6
+    ours, up = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        n = sum(_ours_fields(p) for p in paths)
+        t1 = time.perf_counter()
+        m = sum(_upstream_fields(p) for p in paths)
+        up.append(time.perf_counter() - t1)
+        ours.append(t1 - t0)
+        assert n == m, (n, m)
+    ratio = statistics.median(u / o for u, o in zip(up, ours, strict=True))
+    print(f"every node's fields, all {len(paths)} realdata ETs ({n:,} nodes, {mb:.1f} MB): "
+          f"read_chakra {statistics.median(ours):.3f} s, mlc-chakra {statistics.median(up):.3f} s, "
+          f"read_chakra is {ratio:.2f}x")  # fmt: skip
 
 
 def main() -> None:

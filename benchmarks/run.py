@@ -153,11 +153,13 @@ BENCHES = [
             "conv": r"lumos convert[^\n]*read_chakra is ([\d.]+)x",
             "nodes": r"lumos convert \(([\d,]+) nodes",
             "up": r"chakra\.0\.et, upstream[^\n]*read_chakra is ([\d.]+)x",
+            "files": r"all (\d+) realdata ETs",
+            "all": r"realdata ETs[^\n]*read_chakra is ([\d.]+)x",
         },
         (
             "Chakra read + every node's id, name, type, deps, duration, attribute names",
             "{conv}x mlc-chakra on the ET `lumos convert` writes for df_index_resolver ({nodes} "
-            "nodes), {up}x on upstream's chakra.0.et",
+            "nodes), {up}x on upstream's chakra.0.et, {all}x on all {files} realdata ETs",
         ),
     ),
     Bench(

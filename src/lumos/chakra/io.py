@@ -97,17 +97,24 @@ def read_chakra(path_or_dir: str | os.PathLike[str]) -> ChakraTrace | ChakraWork
     return ChakraWorkload({r: _read_file(f, rank=r) for r, f in files.items()}, prefix)
 
 
+#: Files smaller than this are read whole; bigger ones memory-mapped (a map costs more to set up
+#: than a small file costs to read: ASTRA-sim's example workloads are a few KB a rank).
+_MAP_MIN_BYTES = 1 << 20
+
+
 def _load(path: Path) -> np.ndarray:
     try:
-        size = path.stat().st_size
         with path.open("rb") as f:
-            head = f.read(2)
+            size = os.fstat(f.fileno()).st_size
+            small = f.read() if size < _MAP_MIN_BYTES else f.read(2)
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if size == 0:
         raise ChakraFormatError(path, "empty file: no GlobalMetadata record")
-    if is_gzip(head):
+    if is_gzip(small):
         return np.frombuffer(_gunzip(path, _limit(RATIO_ENV, RATIO_DEFAULT)), dtype=np.uint8)
+    if size < _MAP_MIN_BYTES:
+        return np.frombuffer(small, dtype=np.uint8)
     return np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray)
 
 
