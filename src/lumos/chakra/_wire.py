@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.extending import intrinsic
+
+from lumos._jit import borrow as _borrow
 
 # error codes written to err[0]
 E_OK = 0
@@ -63,31 +64,6 @@ ERROR_TEXT = {
 
 class MalformedNode(Exception):
     """Raised by :func:`decode_nodes` after it has filled ``err`` (the caller names the node)."""
-
-
-@intrinsic
-def _borrow(typingctx, arr):  # pragma: no cover - compiled
-    """``arr`` without its reference count (a null meminfo, as ``numba.carray`` makes).
-
-    Numba increments and decrements (atomically) the count of every array passed to a helper,
-    and on paths with early returns it cannot prove those pairs redundant: in the decode loop
-    that was 85 % of the time. A borrowed array is only valid while its owner lives, so borrow
-    only arguments, which the Python caller keeps alive for the whole call."""
-
-    def codegen(context, builder, sig, args):
-        src = context.make_array(sig.args[0])(context, builder, value=args[0])
-        out = context.make_array(sig.return_type)(context, builder)
-        context.populate_array(
-            out,
-            data=src.data,
-            shape=src.shape,
-            strides=src.strides,
-            itemsize=src.itemsize,
-            meminfo=None,
-        )
-        return out._getvalue()
-
-    return arr(arr), codegen
 
 
 U7F = np.uint64(0x7F)
