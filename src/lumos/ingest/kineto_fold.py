@@ -1,11 +1,12 @@
 """Fold events scanned by :mod:`lumos.ingest.kineto_scan` into an :class:`Accumulator`.
 
 Gives the accumulator exactly what :meth:`Accumulator.add` gives it for the same events
-decoded the usual way (a test checks this on every real trace), with the work done per
-*unique* string and in numpy rather than per event in Python: names and categories are
-interned by the scan (:class:`~lumos.ingest.span_table.SpanTable`) and decoded once each, and
-only the events that carry metadata (collectives, shapes of the ops the cost model reads, CUDA syncs), thread names and
-forward/backward flows are decoded one by one.
+decoded the usual way (tests compare the two on real traces of every kind, hand-written corner
+cases and random traces), with the work done per *unique* string and in numpy rather than per
+event in Python: names and categories are interned by the scan
+(:class:`~lumos.ingest.span_table.SpanTable`) and decoded once each, and only the events that
+carry metadata (collectives, shapes of the ops the cost model reads, CUDA syncs), thread names
+and forward/backward flows are decoded one by one.
 
 Everything that can fail is done before the accumulator changes: :func:`fold_scanned` raises
 :class:`Unsupported` with the accumulator untouched, and the caller decodes the chunk the usual
