@@ -39,10 +39,12 @@ from lumos.ingest.kineto_schema import (
 from lumos.ingest.kineto_trace import INT_COLUMNS, Events, KinetoTrace
 from lumos.ingest.op_work import WORK_OPS, op_work
 
-__all__ = ["Accumulator", "meta_name", "proc_int"]
+__all__ = ["ID_COLUMNS", "Accumulator", "meta_name", "proc_int"]
 
 _STREAM_RE = re.compile(r"(-?\d+)$")
-_ARG_IDS = (
+#: ``Events`` integer columns taken as they are from ``args`` (column, :class:`RawArgs` field);
+#: ``external_id`` (two spellings) and ``stream`` (HIP's hex strings) have their own rules.
+ID_COLUMNS = (
     ("correlation_id", "correlation"),
     ("rf_id", "rf_id"),
     ("ev_idx", "ev_idx"),
@@ -161,7 +163,7 @@ class Accumulator:
         ext = np.fromiter(map(attrgetter("external_id"), args), np.int64, n)
         ext_legacy = np.fromiter(map(attrgetter("external_id_legacy"), args), np.int64, n)
         cols["external_id"].append(np.where(ext >= 0, ext, ext_legacy))
-        for col, attr in _ARG_IDS:
+        for col, attr in ID_COLUMNS:
             cols[col].append(np.fromiter(map(attrgetter(attr), args), np.int64, n))
         # metadata, decoded now for the few events that carry it (chunks are then freed)
         self.note_names()

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from lumos.ingest.kineto_columns import Accumulator, meta_name, proc_int
+from lumos.ingest.kineto_columns import ID_COLUMNS, Accumulator, meta_name, proc_int
 from lumos.ingest.kineto_scan import FLOAT_FIELDS, INT_FIELDS
 from lumos.ingest.kineto_schema import (
     GPU_CATEGORIES,
@@ -43,15 +43,6 @@ _LAUNCH_FLOWS = ("ac2g", "async", "async_cpu_to_gpu")
 _SYNC = int(Category.CUDA_SYNC)
 _CPU_OP = int(Category.CPU_OP)
 _GPU = np.array(sorted(int(c) for c in GPU_CATEGORIES), dtype=np.int8)
-_ID_COLUMNS = (
-    ("correlation_id", "correlation"),
-    ("rf_id", "rf_id"),
-    ("ev_idx", "ev_idx"),
-    ("seq_id", "seq_id"),
-    ("fwd_thread_id", "fwd_thread_id"),
-    ("num_bytes", "num_bytes"),
-    ("stream", "stream"),
-)
 _I32_MIN, _I32_END = -(2**31), 2**31
 
 
@@ -181,7 +172,7 @@ def fold_scanned(
     cols["dims"].append(_dims(acc, state, payload, _column(xrows, "dims_id"), xcat))
     ext = _column(xrows, "external_id")
     cols["external_id"].append(np.where(ext >= 0, ext, _column(xrows, "external_id_legacy")))
-    for col, field in _ID_COLUMNS:
+    for col, field in (*ID_COLUMNS, ("stream", "stream")):
         cols[col].append(_column(xrows, field).copy())
     for i, meta in zip(wanted.tolist(), metas, strict=True):
         acc.meta[acc.num_x + i] = meta
