@@ -13,10 +13,14 @@ numba's on-disk cache already holds it, and ``pip install`` runs no code, so a u
    :func:`warm_in_background` if one is running (it may have finished by then), or compiling
    in this process if none is.
 
-:func:`warm_in_background` (called by the CLI verbs that replay) starts ``python -m lumos._jit``
-in its own session when some kernel is not cached yet; it compiles every kernel into the cache
-while the command reads and builds its traces (for small inputs, which run interpreted, only
-when the command ends, so as not to slow it), and outlives the command if need be. Setting
+:func:`warm_in_background` (called by ``lumos replay`` as it starts, and by every other verb
+when it ends) starts ``python -m lumos._jit`` in its own session when something is not cached
+yet; it compiles every kernel into the cache while the command reads and builds its traces (for
+small inputs, which run interpreted, only when the command ends, so as not to slow it), then
+compiles the functions outside kernels (the Chakra decoder and encoder among them) by using them
+on the bundled example (:data:`WARM_UP_MODULE`), and outlives the command if need be. So the
+compile is paid once, in the background, after a user's first command of any kind; a first
+command that reads a Chakra ET still compiles its decoder (seconds). Setting
 ``LUMOS_JIT_BACKGROUND=0`` turns it off.
 
 Rules for a kernel's source, so that the interpreter runs it the same way: arrays are
@@ -243,6 +247,28 @@ def kernels() -> list[Kernel]:
     return list(_REGISTRY)
 
 
+#: The module that lists the compiled functions outside :class:`Kernel` (``DISPATCHERS``) and
+#: compiles them by using them once (``warm_up()``); named, not imported, since it uses every
+#: stage of the pipeline.
+WARM_UP_MODULE = "lumos.warmup"
+
+
+def cached(disp: Any) -> bool:
+    """Whether numba's on-disk cache holds a compiled version of ``disp`` (a function compiled
+    with ``numba.njit(cache=True)``)."""
+    try:
+        return bool(disp._cache._cache_file._load_index())
+    except Exception:  # an unreadable cache only means "not cached"
+        return False
+
+
+def _plain_cached() -> bool:
+    import importlib
+
+    module = importlib.import_module(WARM_UP_MODULE)
+    return all(cached(d) for d in module.dispatchers())
+
+
 #: Inputs smaller than this (bytes on disk) run interpreted in full: their warmer starts when
 #: the command ends, so that it does not take CPU from the command itself.
 SMALL_INPUT_BYTES = 8 << 20
@@ -250,18 +276,18 @@ _REQUESTED = False
 
 
 def warm_in_background(input_bytes: int | None = None) -> bool:
-    """Compile every kernel not cached yet into numba's cache, in another process: now, or at
-    exit when ``input_bytes`` (the size of the command's input files) is below
-    :data:`SMALL_INPUT_BYTES`.
+    """Compile every kernel not cached yet into numba's cache, and the other compiled functions
+    (:data:`WARM_UP_MODULE`), in another process: now, or at exit when ``input_bytes`` (the size
+    of the command's input files) is below :data:`SMALL_INPUT_BYTES`.
 
-    Returns whether a warmer was started or scheduled (once per process; never when every
-    kernel is already cached, or when ``LUMOS_JIT_BACKGROUND=0``).
+    Returns whether a warmer was started or scheduled (once per process; never when everything
+    is already cached, or when ``LUMOS_JIT_BACKGROUND=0``).
     """
     global _REQUESTED
     if _REQUESTED or os.environ.get("LUMOS_JIT_BACKGROUND", "1") == "0":
         return False
     _REQUESTED = True
-    if all(k.ready() for k in kernels()):
+    if all(k.ready() for k in kernels()) and _plain_cached():
         return False
     if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES:
         atexit.register(_start_warmer)
@@ -305,6 +331,9 @@ def main() -> None:
 
     for k in registry.kernels():
         k.compile()
+    import importlib
+
+    importlib.import_module(WARM_UP_MODULE).warm_up()
 
 
 if __name__ == "__main__":

@@ -103,7 +103,8 @@ def test_compiled_calls_use_only_the_declared_signature() -> None:
 
 def _ready_in(cache: Path) -> str:
     code = (
-        "from lumos import _jit; print(sum(k.ready() for k in _jit.kernels()), len(_jit.kernels()))"
+        "from lumos import _jit, warmup; ks, ds = _jit.kernels(), warmup.dispatchers(); "
+        "print(sum(k.ready() for k in ks) + sum(map(_jit.cached, ds)), len(ks) + len(ds))"
     )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -112,7 +113,11 @@ def _ready_in(cache: Path) -> str:
 
 
 def test_warmer_fills_an_empty_cache(tmp_path: Path) -> None:
-    n = len(_jit.kernels())
+    """Every kernel, and every compiled function outside kernels (the Chakra decoder and encoder,
+    dependency orders, the layer search: :mod:`lumos.warmup`), ends up in an empty cache."""
+    from lumos import warmup
+
+    n = len(_jit.kernels()) + len(warmup.dispatchers())
     assert _ready_in(tmp_path) == f"0 {n}"
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     subprocess.run([sys.executable, "-m", "lumos._jit"], env=env, check=True, timeout=600)
@@ -155,12 +160,37 @@ def test_no_warmer_when_cached_or_turned_off(monkeypatch: pytest.MonkeyPatch) ->
     started: list[str] = []
     monkeypatch.setattr(_jit, "_start_warmer", lambda: started.append("now"))
     monkeypatch.setattr(_jit, "_REQUESTED", False)
+    monkeypatch.setenv("LUMOS_JIT_BACKGROUND", "1")
     for k in _jit.kernels():
         monkeypatch.setattr(k, "ready", lambda: True)
+    monkeypatch.setattr(_jit, "cached", lambda disp: True)
     assert _jit.warm_in_background(None) is False
+    monkeypatch.setattr(_jit, "_REQUESTED", False)
+    monkeypatch.setattr(_jit, "cached", lambda disp: False)  # the Chakra decoder, say
+    assert _jit.warm_in_background(None) is True
+    assert started == ["now"]
+    started.clear()
     monkeypatch.setattr(_jit, "_REQUESTED", False)
     monkeypatch.setenv("LUMOS_JIT_BACKGROUND", "0")
     for k in _jit.kernels():
         monkeypatch.setattr(k, "ready", lambda: False)
     assert _jit.warm_in_background(None) is False
     assert started == []
+
+
+def test_every_verb_but_replay_comm_and_collect_warms_up_when_done(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a first command of any kind, the compiles happen in the background (``replay``
+    asks as it begins; ``comm`` and ``collect`` run no compiled code)."""
+    from lumos.cli.main import main
+    from lumos.examples_data import example_trace_path
+
+    calls: list[int | None] = []
+    monkeypatch.setattr(_jit, "warm_in_background", lambda input_bytes=None: calls.append(input_bytes))
+    assert main(["info", str(example_trace_path())]) == 0
+    assert calls == [0]
+    assert main(["comm", "all_reduce", "--size", "1MiB", "--ranks", "8", "--bandwidth", "50GB/s",
+                 "--latency", "500ns"]) == 0  # fmt: skip
+    assert calls == [0]
+    capsys.readouterr()
