@@ -18,6 +18,7 @@ from lumos.graph.build_tasks import TaskLayout
 from lumos.graph.model import COMM_TASK_KINDS, Comms, CommType, ProcessGroup, TaskKind
 from lumos.ingest.comm_names import kernel_collective
 from lumos.ingest.kineto import KinetoTrace
+from lumos.ingest.kineto_trace import Events
 
 __all__ = ["COMM_TYPE_OF", "build_comms", "handoffs"]
 
@@ -50,11 +51,7 @@ def build_comms(
             pg_idx[name] = len(groups)
             groups.append(ProcessGroup(name=name, ranks=ranks, desc=desc))
 
-    # collective calls per trace thread, sorted by start, for "which call encloses this launch"
-    anchor = coll.event_idx
-    a_proc = ev.processor_idx[anchor] if len(coll) else np.zeros(0, dtype=np.int32)
-    a_ts = ev.ts_ns[anchor] if len(coll) else np.zeros(0, dtype=np.int64)
-    a_end = a_ts + (ev.dur_ns[anchor] if len(coll) else 0)
+    calls = _CallsByThread(ev, coll.event_idx)
     by_work = {int(w): k for k, w in enumerate(coll.work_event_idx.tolist()) if w >= 0}
 
     comm_idx = np.full(len(layout), -1, dtype=np.int32)
@@ -69,11 +66,7 @@ def build_comms(
             k = by_work.get(e, -1)
         elif launcher[t] >= 0:
             call = int(launcher[t])
-            thread = int(gp_to_trace[layout.processor_idx[call]])
-            c_ts = int(layout.ts_ns[call])
-            cand = np.flatnonzero((a_proc == thread) & (a_ts <= c_ts) & (a_end >= c_ts))
-            if cand.size:
-                k = int(cand[-1])
+            k = calls.enclosing(int(gp_to_trace[layout.processor_idx[call]]), int(layout.ts_ns[call]))
         if k < 0:
             diag.warn("comm_task_without_collective_call", trace.names[int(ev.name_idx[e])][:80])
             kind = kernel_collective(trace.names[int(ev.name_idx[e])])
@@ -106,6 +99,41 @@ def build_comms(
         wait_ns=waiting_ns(kinds, sizes, pg, layout.dur_ns[tasks]),
     )
     return comms, comm_idx, tuple(groups)
+
+
+class _CallsByThread:
+    """The collective calls of each trace thread (rows of ``Collectives``, which are in start
+    order), for "which call encloses this launch": the latest-starting call that began at or
+    before the launch and had not ended, found by a binary search and a walk back that a running
+    maximum of the calls' ends cuts short."""
+
+    def __init__(self, ev: Events, anchor: NDArray[np.int64]) -> None:
+        self._by_thread: dict[int, tuple[NDArray[np.int64], list[int], list[int], list[int]]] = {}
+        if not anchor.size:
+            return
+        proc = ev.processor_idx[anchor]
+        ts = ev.ts_ns[anchor]
+        end = ts + ev.dur_ns[anchor]
+        for thread in np.unique(proc).tolist():
+            ks = np.flatnonzero(proc == thread)
+            ends = end[ks]
+            self._by_thread[thread] = (
+                ts[ks], ends.tolist(), np.maximum.accumulate(ends).tolist(), ks.tolist()
+            )
+
+    def enclosing(self, thread: int, ts_ns: int) -> int:
+        """The row of the call on ``thread`` that encloses ``ts_ns`` (the latest to start), -1
+        if none does."""
+        calls = self._by_thread.get(thread)
+        if calls is None:
+            return -1
+        starts, ends, running_max, rows = calls
+        p = int(np.searchsorted(starts, ts_ns, side="right"))
+        while p > 0 and running_max[p - 1] >= ts_ns:
+            p -= 1
+            if ends[p] >= ts_ns:
+                return rows[p]
+        return -1
 
 
 def _only_peer(
