@@ -44,7 +44,7 @@ class Launches:
         if order is None:
             return -1
         launch_ts, tasks = order
-        k = int(np.searchsorted(launch_ts, ts_ns, side="left")) - 1
+        k = int(launch_ts.searchsorted(ts_ns, side="left")) - 1
         return int(tasks[k]) if k >= 0 else -1
 
     def first_launched_after(self, stream: int, ts_ns: int) -> int:
@@ -53,7 +53,7 @@ class Launches:
         if order is None:
             return -1
         launch_ts, tasks = order
-        k = int(np.searchsorted(launch_ts, ts_ns, side="left"))
+        k = int(launch_ts.searchsorted(ts_ns, side="left"))
         return int(tasks[k]) if k < len(tasks) else -1
 
     def stream_of_previous_launch(self, thread: int, ts_ns: int) -> int:
@@ -61,7 +61,7 @@ class Launches:
         tl = self.thread_launches.get(thread)
         if tl is None:
             return -1
-        k = int(np.searchsorted(tl[0], ts_ns, side="left")) - 1
+        k = int(tl[0].searchsorted(ts_ns, side="left")) - 1
         return int(tl[1][k]) if k >= 0 else -1
 
     def stream_of_previous_launch_except(self, thread: int, ts_ns: int, stream: int) -> int:
@@ -70,7 +70,7 @@ class Launches:
         tl = self.thread_launches.get(thread)
         if tl is None:
             return -1
-        k = int(np.searchsorted(tl[0], ts_ns, side="left"))
+        k = int(tl[0].searchsorted(ts_ns, side="left"))
         other = np.flatnonzero(tl[1][:k] != stream)
         return int(tl[1][other[-1]]) if other.size else -1
 
@@ -79,7 +79,7 @@ class Launches:
         tl = self.thread_launches.get(thread)
         if tl is None:
             return -1
-        k = int(np.searchsorted(tl[0], ts_ns, side="right"))
+        k = int(tl[0].searchsorted(ts_ns, side="right"))
         return int(tl[1][k]) if k < len(tl[0]) else -1
 
 

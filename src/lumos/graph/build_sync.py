@@ -233,8 +233,7 @@ def _plan_stream_wait(
     """One cudaStreamWaitEvent -> an edge from the recorded GPU task to the waiting stream."""
     thread = int(layout.processor_idx[t])
     s = int(layout.ts_ns[t])
-    devices = sorted({d for d, _ in stream_gp})
-    dev = devices[0] if devices else 0
+    dev = min((d for d, _ in stream_gp), default=0)
     info = sync_by_corr.get(corr)
     record = -1
     waiting = rec_stream = -1
