@@ -62,9 +62,10 @@ _REGISTRY: list[Kernel] = []
 _WARMER: int | None = None  # pid
 
 
-def array(dtype: Any, writes: bool = False) -> Any:
-    """The numba type of a 1-d C-contiguous argument (read-only unless the kernel ``writes`` it)."""
-    return numba.types.Array(numba.from_dtype(np.dtype(dtype)), 1, "C", readonly=not writes)
+def array(dtype: Any, writes: bool = False, ndim: int = 1) -> Any:
+    """The numba type of a C-contiguous array argument (1-d unless ``ndim`` says otherwise;
+    read-only unless the kernel ``writes`` it)."""
+    return numba.types.Array(numba.from_dtype(np.dtype(dtype)), ndim, "C", readonly=not writes)
 
 
 INT64 = numba.types.int64

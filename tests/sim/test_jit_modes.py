@@ -95,7 +95,7 @@ def test_compiled_calls_use_only_the_declared_signature() -> None:
     state = ScanState()
     ints, floats = np.empty(4 * NI, np.int64), np.empty(4 * len(FLOAT_FIELDS))
     buf = np.frombuffer(payload, dtype=np.uint8)
-    assert scan(buf, 17, 4, ints, floats, *state.tables(), work=len(buf))[:3] == (2, 56, 0)
+    assert scan(buf, 17, 4, ints, floats, *state.arrays(), work=len(buf))[:3] == (2, 56, 0)
     for k in _jit.kernels():
         if k.ready():
             assert k.compiled.signatures == [k.signature], k.name
@@ -128,7 +128,7 @@ def test_kernel_module_list_is_the_registry() -> None:
     names = {k.name for k in _jit.kernels()}
     assert names == {
         "lumos.ingest.kineto_scan._scan_chunk",
-        "lumos.ingest.span_table._regrow_tables",
+        "lumos._spans.rehash",
         "lumos.sim._kernel._run",
         "lumos.report.metrics._walk_path",
         "lumos.report.json_columns._format_rows",

@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from lumos._jit import borrow as _borrow
+from lumos._spans import intern_span as _intern
 
 # error codes written to err[0]
 E_OK = 0
@@ -169,66 +170,6 @@ def scan_records(buf, pos, end, max_len, fill, rec_off, rec_len, err):  # pragma
         n += 1
     err[4] = empty
     return n
-
-
-@njit(cache=True, inline="always")
-def _fnv(buf, off, ln):  # pragma: no cover - compiled
-    h = np.uint64(14695981039346656037)
-    for k in range(off, off + ln):
-        h = (h ^ np.uint64(buf[k])) * np.uint64(1099511628211)
-    return h
-
-
-@njit(cache=True, inline="always")
-def _lookup(buf, off, ln, h, tab, rep, rep_hash):  # pragma: no cover - compiled
-    """Row of the interned string ``buf[off:off+ln]`` (hash ``h``), or ``-(slot + 1)`` of the
-    free table slot where it belongs. Equal hashes are confirmed byte by byte, so interning is
-    exact even on a hash collision."""
-    mask = tab.shape[0] - 1
-    s = np.int64(h & np.uint64(mask))
-    while True:
-        r = np.int64(tab[s])
-        if r == 0:
-            return -(s + 1)
-        r -= 1
-        if rep_hash[r] == h and rep[r, 1] == ln:
-            a = rep[r, 0]
-            same = True
-            for j in range(ln):
-                if buf[a + j] != buf[off + j]:
-                    same = False
-                    break
-            if same:
-                return r
-        s = (s + 1) & mask
-
-
-@njit(cache=True)
-def rehash(tab, rep_hash, nrep):  # pragma: no cover - compiled
-    """Fill an empty (all-zero) interning table ``tab`` with rows ``0..nrep-1``."""
-    mask = tab.shape[0] - 1
-    for r in range(nrep):
-        s = np.int64(rep_hash[r] & np.uint64(mask))
-        while tab[s] != 0:
-            s = (s + 1) & mask
-        tab[s] = r + 1
-
-
-@njit(cache=True, inline="always")
-def _intern(buf, off, ln, tab, rep, rep_hash, nrep):  # pragma: no cover - compiled
-    """``(row, nrep)`` of the string ``buf[off:off+ln]``, added when new; row -1 when the table
-    or the row arrays are full (the caller grows them and decodes the node again)."""
-    h = _fnv(buf, off, ln)
-    r = _lookup(buf, off, ln, h, tab, rep, rep_hash)
-    if r >= 0:
-        return r, nrep
-    if nrep == rep.shape[0] or 2 * (nrep + 1) > tab.shape[0]:
-        return -1, nrep
-    rep[nrep, 0] = off
-    rep[nrep, 1] = ln
-    rep_hash[nrep] = h
-    tab[-r - 1] = nrep + 1
-    return nrep, nrep + 1
 
 
 # decode_nodes status: 0 done, else which arrays are full (see ST_*); state st[...] indices

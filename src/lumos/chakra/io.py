@@ -38,6 +38,7 @@ from typing import NoReturn
 import numpy as np
 
 from lumos._io import atomic_write, is_gzip
+from lumos._spans import grow_table, new_table
 from lumos.chakra import _wire
 from lumos.chakra.attrs import WireError, read_varint, varint_bytes
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace, ChakraWorkload
@@ -311,7 +312,7 @@ def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray
         cols[ptr] = np.empty(n + 1, np.int64)
         for name, dt in items:  # small first guess: the first regrowth extrapolates
             cols[name] = np.empty(min(n, 4096) if code != _wire.GROW_UNK else 16, dt)
-    tables = {k: _new_table(cap) for k, cap in (("names", 1024), ("attr_names", 64))}
+    tables = {k: new_table(cap) for k, cap in (("names", 1024), ("attr_names", 64))}
     st = np.zeros(8, dtype=np.int64)
     st[_wire.ST_POS] = pos
     total = max(buf.size - pos, 1)
@@ -342,7 +343,7 @@ def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray
         else:
             key = "names" if status == _wire.GROW_NAMES else "attr_names"
             used = int(st[_wire.ST_NAMES if key == "names" else _wire.ST_ATTR_NAMES])
-            tables[key] = _grow_table(tables[key], used)
+            tables[key] = grow_table(tables[key], used)
     sizes = {"ctrl": _wire.ST_CTRL, "data": _wire.ST_DATA, "unk_off": _wire.ST_UNK,
              "unk_len": _wire.ST_UNK}  # fmt: skip
     out = []
@@ -365,22 +366,6 @@ def _trimmed(arr: np.ndarray, n: int) -> np.ndarray:
     uses), reallocated in place: neither a copy nor a view that keeps the unused room."""
     arr.resize(n, refcheck=False)
     return arr
-
-
-def _new_table(cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An empty interning table: (slots, row spans (offset, length), row hashes)."""
-    return np.zeros(2 * cap, np.int32), np.empty((cap, 2), np.int64), np.empty(cap, np.uint64)
-
-
-def _grow_table(
-    table: tuple[np.ndarray, np.ndarray, np.ndarray], used: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    _, rep, rep_hash = table
-    tab2, rep2, hash2 = _new_table(2 * rep.shape[0])
-    rep2[:used] = rep[:used]
-    hash2[:used] = rep_hash[:used]
-    _wire.rehash(tab2, hash2, used)
-    return tab2, rep2, hash2
 
 
 def _raise_node(path: Path, buf: np.ndarray, err: np.ndarray) -> NoReturn:

@@ -114,7 +114,7 @@ def _scan_payload(raw: bytes | mmap.mmap, where: str, diagnostics: dict[str, int
     while True:
         state.reserve(CHUNK_EVENTS)
         n, sep, status, done = scan(
-            buf, pos, CHUNK_EVENTS, ints, floats, *state.tables(), work=len(raw) - pos
+            buf, pos, CHUNK_EVENTS, ints, floats, *state.arrays(), work=len(raw) - pos
         )
         if status == MALFORMED:
             raise _FallBack

@@ -3,10 +3,9 @@
 Gives the accumulator exactly what :meth:`Accumulator.add` gives it for the same events
 decoded the usual way (tests compare the two on real traces of every kind, hand-written corner
 cases and random traces), with the work done per *unique* string and in numpy rather than per
-event in Python: names and categories are interned by the scan
-(:class:`~lumos.ingest.span_table.SpanTable`) and decoded once each, and only the events that
-carry metadata (collectives, shapes of the ops the cost model reads, CUDA syncs), thread names
-and forward/backward flows are decoded one by one.
+event in Python: names and categories are interned by the scan (:mod:`lumos._spans`) and
+decoded once each, and only the events that carry metadata (collectives, shapes of the ops the
+cost model reads, CUDA syncs), thread names and forward/backward flows are decoded one by one.
 
 Everything that can fail is done before the accumulator changes: :func:`fold_scanned` raises
 :class:`Unsupported` with the accumulator untouched, and the caller decodes the chunk the usual
@@ -21,6 +20,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from lumos._spans import Table, grow_table, new_table
 from lumos.ingest.kineto_columns import ID_COLUMNS, Accumulator, meta_name, proc_int
 from lumos.ingest.kineto_scan import FLOAT_FIELDS, INT_FIELDS
 from lumos.ingest.kineto_schema import (
@@ -31,7 +31,6 @@ from lumos.ingest.kineto_schema import (
     RawEvent,
     category_of,
 )
-from lumos.ingest.span_table import SpanTable
 
 __all__ = ["ScanState", "Unsupported", "fold_scanned"]
 
@@ -44,6 +43,7 @@ _SYNC = int(Category.CUDA_SYNC)
 _CPU_OP = int(Category.CPU_OP)
 _GPU = np.array(sorted(int(c) for c in GPU_CATEGORIES), dtype=np.int8)
 _I32_MIN, _I32_END = -(2**31), 2**31
+_FIRST_ROWS = 1 << 12  # rows of each string table at first (grown as the chunks need)
 
 
 #: The payload being scanned: bytes, or a memory-mapped file.
@@ -77,29 +77,39 @@ _NO_ARGS = _MetaArgs()
 
 
 class ScanState:
-    """What the scan and the fold keep between chunks: the scan's string tables and, per string
-    id, what lumos made of it (its text, category, interned id)."""
+    """What the scan and the fold keep between chunks: the scan's string tables
+    (:mod:`lumos._spans`) and their row counts, and per string what lumos made of it (its text,
+    interned id)."""
 
     def __init__(self) -> None:
-        self.cats, self.names, self.dims = SpanTable(), SpanTable(), SpanTable()
+        self.tables: list[Table] = [new_table(_FIRST_ROWS) for _ in range(3)]  # cats, names, dims
+        self.counts = np.zeros(3, dtype=np.int64)
         self.cat_strs: list[str] = []
         self.name_strs: list[str] = []
-        self.name_ids = np.zeros(0, dtype=np.int32)  # name id -> Interner id, for names mapped
-        self.dims_ids = np.zeros(0, dtype=np.int32)  # dims id -> Interner id, -1: not yet
+        self.name_ids = np.zeros(0, dtype=np.int32)  # name row -> Interner id, for names mapped
+        self.dims_ids = np.zeros(0, dtype=np.int32)  # dims row -> Interner id, -1: not yet
 
     def reserve(self, events: int) -> None:
         """Room in every table for the strings of ``events`` more events."""
-        for t in (self.cats, self.names, self.dims):
-            t.reserve(events)
+        for k, table in enumerate(self.tables):
+            used, rows = int(self.counts[k]), table[1].shape[0]
+            if used + events > rows:
+                self.tables[k] = grow_table(table, used, max(2 * rows, used + events))
 
-    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.cats.array, self.names.array, self.dims.array
+    def arrays(self) -> list[np.ndarray]:
+        """The scan's table arguments: the counts, then each table's three arrays."""
+        return [self.counts, *(a for table in self.tables for a in table)]
+
+    def span(self, k: int, row: int) -> tuple[int, int]:
+        """(offset, length) of string ``row`` of table ``k`` (0 cats, 1 names, 2 dims)."""
+        off, n = self.tables[k][1][row]
+        return int(off), int(n)
 
     def decode_new(self, payload: Payload) -> None:
         """Decode the strings the scan added to the category and name tables."""
-        for table, strs in ((self.cats, self.cat_strs), (self.names, self.name_strs)):
-            for i in range(len(strs), len(table)):
-                a, n = table.span(i)
+        for k, strs in ((0, self.cat_strs), (1, self.name_strs)):
+            for row in range(len(strs), int(self.counts[k])):
+                a, n = self.span(k, row)
                 strs.append(_decode_string(payload[a : a + n]))
 
 
@@ -217,15 +227,16 @@ def _dims(
     ops = np.flatnonzero((xcat == _CPU_OP) & (dims_of >= 0))
     if not ops.size:
         return out
-    if state.dims_ids.size < len(state.dims):
-        grow = np.full(len(state.dims) - state.dims_ids.size, -1, dtype=np.int32)
+    n_dims = int(state.counts[2])
+    if state.dims_ids.size < n_dims:
+        grow = np.full(n_dims - state.dims_ids.size, -1, dtype=np.int32)
         state.dims_ids = np.concatenate([state.dims_ids, grow])
     d = dims_of[ops]
     unmapped = d[state.dims_ids[d] < 0]
     if unmapped.size:
         uniq, first = np.unique(unmapped, return_index=True)
         for k in uniq[np.argsort(first, kind="stable")].tolist():
-            a, n = state.dims.span(k)
+            a, n = state.span(2, k)
             state.dims_ids[k] = acc.dims.id(payload[a : a + n])  # type: ignore[arg-type]
     out[ops] = state.dims_ids[d]
     return out

@@ -3,9 +3,8 @@
 Big traces spend most of their ingest time turning decoded events into columns one Python
 attribute at a time. :data:`scan` walks the ``traceEvents`` array itself and writes, per event,
 the fields lumos reads into two row-major arrays: integers (:data:`INT_FIELDS`) and floats
-(``ts``, ``dur``). Strings are interned as they are met, in
-:class:`~lumos.ingest.span_table.SpanTable`\\ s (hash tables over byte spans of the payload,
-compared byte for byte): an event's
+(``ts``, ``dur``). Strings are interned as they are met (:mod:`lumos._spans`: hash tables over
+byte spans of the payload, compared byte for byte): an event's
 ``cat``, and a duration event's ``name`` and ``Input Dims`` text, become ids numbered in the
 order they first appear, and the caller decodes each distinct string once.
 
@@ -23,8 +22,8 @@ import numba
 import numpy as np
 
 from lumos._jit import INT64, Kernel, array, borrow
+from lumos._spans import intern_span
 from lumos.ingest.json_scan import as_float, as_int, skip_value, string_end, whitespace_end
-from lumos.ingest.span_table import intern_span
 
 __all__ = [
     "ARG_FIELDS",
@@ -171,7 +170,9 @@ def _args(
 @numba.njit(cache=True, nogil=True)
 def _event(
     buf: np.ndarray, i: int, end: int, ints: np.ndarray, floats: np.ndarray, row: int,
-    cats: np.ndarray, names: np.ndarray, dims: np.ndarray,
+    counts: np.ndarray, cats_tab: np.ndarray, cats_rep: np.ndarray, cats_hash: np.ndarray,
+    names_tab: np.ndarray, names_rep: np.ndarray, names_hash: np.ndarray,
+    dims_tab: np.ndarray, dims_rep: np.ndarray, dims_hash: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
     """Read the event object at ``i`` into ``row``: index after it; -1 malformed, -2 unsupported.
     Its strings are interned only once the whole event has been read."""
@@ -263,26 +264,44 @@ def _event(
     if not closed:
         return -1
     ints[base + _F_END] = i + 1
-    ints[base + _F_CAT] = intern_span(cats, buf, cat_s, cat_e)
+    # a full table (the caller reserves room, so never) sends the chunk the usual way
+    r, counts[0] = intern_span(buf, cat_s, cat_e - cat_s, cats_tab, cats_rep, cats_hash, counts[0])
+    if r < 0:
+        return -2
+    ints[base + _F_CAT] = r
     if ints[base + _F_PH] == _X:
-        ints[base + _F_NAME] = intern_span(names, buf, name_s, name_e)
+        r, counts[1] = intern_span(
+            buf, name_s, name_e - name_s, names_tab, names_rep, names_hash, counts[1]
+        )
+        if r < 0:
+            return -2
+        ints[base + _F_NAME] = r
         if dims_e > dims_s:
-            ints[base + _F_DIMS] = intern_span(dims, buf, dims_s, dims_e)
+            r, counts[2] = intern_span(
+                buf, dims_s, dims_e - dims_s, dims_tab, dims_rep, dims_hash, counts[2]
+            )
+            if r < 0:
+                return -2
+            ints[base + _F_DIMS] = r
     return i + 1
 
 
 @numba.njit(cache=True, nogil=True)
 def _scan_chunk(
     buf: np.ndarray, pos: int, max_events: int, ints: np.ndarray, floats: np.ndarray,
-    cats: np.ndarray, names: np.ndarray, dims: np.ndarray,
+    counts: np.ndarray, cats_tab: np.ndarray, cats_rep: np.ndarray, cats_hash: np.ndarray,
+    names_tab: np.ndarray, names_rep: np.ndarray, names_hash: np.ndarray,
+    dims_tab: np.ndarray, dims_rep: np.ndarray, dims_hash: np.ndarray,
 ) -> tuple[int, int, int, int]:  # pragma: no cover - compiled
     """Read up to ``max_events`` elements of ``traceEvents`` from ``pos`` (an element's first
     byte, or the closing ``]``): (events read, index of the separator after the last one, status,
     done). ``done`` 1 when that separator is the array's ``]``."""
     # helpers get the arrays without reference counts (see lumos._jit.borrow): the counts'
     # atomic updates on every helper call took half the scan's time
-    buf, ints, floats = borrow(buf), borrow(ints), borrow(floats)
-    cats, names, dims = borrow(cats), borrow(names), borrow(dims)
+    buf, ints, floats, counts = borrow(buf), borrow(ints), borrow(floats), borrow(counts)
+    cats_tab, cats_rep, cats_hash = borrow(cats_tab), borrow(cats_rep), borrow(cats_hash)
+    names_tab, names_rep, names_hash = borrow(names_tab), borrow(names_rep), borrow(names_hash)
+    dims_tab, dims_rep, dims_hash = borrow(dims_tab), borrow(dims_rep), borrow(dims_hash)
     end = len(buf)
     status = OK
     n = 0
@@ -292,7 +311,8 @@ def _scan_chunk(
     while i < end:
         j = -2
         if buf[i] == 123:
-            j = _event(buf, i, end, ints, floats, n, cats, names, dims)
+            j = _event(buf, i, end, ints, floats, n, counts, cats_tab, cats_rep, cats_hash,
+                       names_tab, names_rep, names_hash, dims_tab, dims_rep, dims_hash)  # fmt: skip
         if j == -2:  # read the usual way; here only find where it ends
             status = UNSUPPORTED
             j = skip_value(buf, i, end)
@@ -312,14 +332,15 @@ def _scan_chunk(
     return n, i, MALFORMED, 0
 
 
-_TABLE = array(np.int64, writes=True)
-#: ``scan(buf, pos, max_events, ints, floats, cats, names, dims, work=...)`` (compiled only: a
-#: Python loop over bytes is slow, and it runs only on payloads big enough to be worth
-#: compiling for). The three tables are :class:`SpanTable` arrays with room for
-#: ``max_events`` more strings each.
+_TABLE = (array(np.int32, writes=True), array(np.int64, writes=True, ndim=2),
+          array(np.uint64, writes=True))  # fmt: skip
+#: ``scan(buf, pos, max_events, ints, floats, counts, *cats, *names, *dims, work=...)``
+#: (compiled only: a Python loop over bytes is slow, and it runs only on payloads big enough to
+#: be worth compiling for). ``counts`` holds the three tables' row counts; each table
+#: (:func:`lumos._spans.new_table`) has room for ``max_events`` more rows.
 scan = Kernel(
     _scan_chunk,
     (array(np.uint8), INT64, INT64, array(np.int64, writes=True),
-     array(np.float64, writes=True), _TABLE, _TABLE, _TABLE),
+     array(np.float64, writes=True), array(np.int64, writes=True), *_TABLE, *_TABLE, *_TABLE),
     max_interpreted=0,
 )  # fmt: skip
