@@ -276,7 +276,8 @@ BENCHES = [
             "first `lumos replay` after install (empty compile cache), bundled example and "
             "df_index_resolver",
             "{penalty} s slower than the second run (median; max {max} s), {ratio}x; compiling "
-            "every kernel takes {compile} s, now in the background",
+            "everything (every kernel, then the Chakra codec and the other functions "
+            "`lumos.warmup` uses) takes {compile} s, in the background",
         ),
     ),
     Bench("collect", "bench_collect.py", [], None),
