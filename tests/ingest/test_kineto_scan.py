@@ -264,3 +264,26 @@ def test_big_plain_files_are_memory_mapped_and_read_alike(
     assert_same(expected, trace_from_bytes(mapped, "t.json", split_min_bytes=0))
     got = kineto.read_kineto(plain)
     assert_same(dataclasses.replace(expected, path=str(plain)), got)
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2}, {"ph": "X", "na',
+         "Input data was truncated"),
+        (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2},]}', "trailing comma"),
+    ],
+)  # fmt: skip
+def test_a_big_invalid_payload_is_refused_without_decoding_it(
+    bad: bytes, problem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big trace cut short is refused after a constant-memory validation, not after decoding
+    every event it holds (``SPLIT_MIN_BYTES`` lowered to stand for a multi-GB file)."""
+    monkeypatch.setattr(kineto, "SPLIT_MIN_BYTES", 0)
+
+    def whole(*args: Any) -> Any:
+        raise AssertionError("decoded the whole document")
+
+    monkeypatch.setattr(kineto, "_decode_whole", whole)
+    with pytest.raises(LumosError, match=f"t.json: invalid JSON: .*{problem}"):
+        trace_from_bytes(bad, "t.json")

@@ -94,6 +94,8 @@ def trace_from_bytes(
             return _scan_payload(raw, where, diagnostics)
         except _FallBack:
             diagnostics = {}
+            if len(raw) >= SPLIT_MIN_BYTES:
+                _refuse_invalid_json(raw, where)
     acc = Accumulator(diagnostics)
     top = _decode_whole(raw, head, where, diagnostics)
     acc.add(top.traceEvents)
@@ -132,6 +134,20 @@ def _scan_payload(raw: bytes | mmap.mmap, where: str, diagnostics: dict[str, int
         pos = sep + 1
     top = _decode_top(raw[: m.end()] + raw[sep:], where, diagnostics)
     return acc.finish(top, where)
+
+
+def _refuse_invalid_json(raw: bytes | mmap.mmap, where: str) -> None:
+    """Raise the JSON error of a big payload (a trace cut short while it was written, say)
+    after validating it in constant memory, rather than decoding gigabytes into events first
+    only to fail at the end. A valid payload returns (the scan refused something else)."""
+    try:
+        msgspec.json.decode(raw, type=msgspec.Raw)
+    except msgspec.DecodeError as exc:
+        raise TraceFormatError(where, f"invalid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(where, f"invalid JSON: not UTF-8 text ({exc.reason})") from None
+    except RecursionError:
+        raise TraceFormatError(where, NESTED_TOO_DEEP) from None
 
 
 class _FallBack(Exception):
