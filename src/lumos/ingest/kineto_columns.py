@@ -219,8 +219,7 @@ class Accumulator:
             thread_ids = self.thread_ids
             keys = [(xs[i].pid, xs[i].tid) for i in cpu_rows]
             for k in set(keys) - thread_ids.keys():
-                pk = (0, k[0], _tid_key(k[1]))
-                thread_ids[k] = index.setdefault(pk, len(index))
+                self.thread_id(k)
             procs[cpu_rows] = np.fromiter(map(thread_ids.__getitem__, keys), np.int32, len(keys))
         for i in np.flatnonzero(gpu).tolist():
             e, a = xs[i], args[i]
