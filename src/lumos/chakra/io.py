@@ -113,7 +113,9 @@ def _load(path: Path) -> np.ndarray:
     if size == 0:
         raise ChakraFormatError(path, "empty file: no GlobalMetadata record")
     if is_gzip(small):
-        return np.frombuffer(_gunzip(path, _limit(RATIO_ENV, RATIO_DEFAULT)), dtype=np.uint8)
+        buf = np.frombuffer(_gunzip(path, _limit(RATIO_ENV, RATIO_DEFAULT)), dtype=np.uint8)
+        buf.flags.writeable = False  # as a mapped or read file: one compiled decoder for all
+        return buf
     if size < _MAP_MIN_BYTES:
         return np.frombuffer(small, dtype=np.uint8)
     return np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray)
