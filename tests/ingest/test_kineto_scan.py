@@ -287,3 +287,34 @@ def test_a_big_invalid_payload_is_refused_without_decoding_it(
     monkeypatch.setattr(kineto, "_decode_whole", whole)
     with pytest.raises(LumosError, match=f"t.json: invalid JSON: .*{problem}"):
         trace_from_bytes(bad, "t.json")
+
+
+def test_pages_released_while_scanning_are_read_again_when_needed(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mapped file's scanned pages are dropped chunk by chunk (``MADV_DONTNEED``); strings
+    first seen there and shapes met again later still read right (the pages map again)."""
+    import lumos._io as io_
+
+    events = [_ev(name=f"op{i % 37}", ts=i, args={"External id": i, "Input Dims": [[i % 5, 3]]})
+              for i in range(4000)]  # fmt: skip
+    raw = _doc(events, indent=2)
+    assert len(raw) > 40 * 4096
+    plain = tmp_path / "t.json"
+    plain.write_bytes(raw)
+    monkeypatch.setattr(io_, "MAP_MIN_BYTES", 0)
+    monkeypatch.setattr(kineto, "CHUNK_EVENTS", 100)
+    monkeypatch.setattr(kineto, "SPLIT_MIN_BYTES", 0)
+    released: list[int] = []
+    real = kineto._release
+
+    def counting(*args: Any) -> int:
+        out = real(*args)
+        released.append(out)
+        return out
+
+    monkeypatch.setattr(kineto, "_release", counting)
+    got = kineto.read_kineto(plain)
+    assert max(released) > len(raw) // 2  # pages were released as the scan went
+    expected = trace_from_bytes(raw, str(plain), split_min_bytes=1 << 62)
+    assert_same(expected, got)

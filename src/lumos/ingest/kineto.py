@@ -113,6 +113,7 @@ def _scan_payload(raw: bytes | mmap.mmap, where: str, diagnostics: dict[str, int
     ints = np.empty(CHUNK_EVENTS * len(INT_FIELDS), dtype=np.int64)
     floats = np.empty(CHUNK_EVENTS * len(FLOAT_FIELDS), dtype=np.float64)
     pos = m.end()
+    released = pos - pos % mmap.PAGESIZE
     while True:
         state.reserve(CHUNK_EVENTS)
         n, sep, status, done = scan(
@@ -132,8 +133,21 @@ def _scan_payload(raw: bytes | mmap.mmap, where: str, diagnostics: dict[str, int
         if done:
             break
         pos = sep + 1
+        released = _release(raw, released, pos)
     top = _decode_top(raw[: m.end()] + raw[sep:], where, diagnostics)
     return acc.finish(top, where)
+
+
+def _release(raw: bytes | mmap.mmap, start: int, upto: int) -> int:
+    """Drop the scanned pages ``[start, upto)`` of a mapped file from this process's memory
+    (they stay in the page cache, and a later read of a string there maps them again), so that
+    a multi-GB trace does not count in full against the process while its columns grow.
+    Returns where the next release starts (a page boundary)."""
+    end = upto - upto % mmap.PAGESIZE
+    if isinstance(raw, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED") and end > start:
+        raw.madvise(mmap.MADV_DONTNEED, start, end - start)
+        return end
+    return start
 
 
 def _refuse_invalid_json(raw: bytes | mmap.mmap, where: str) -> None:
