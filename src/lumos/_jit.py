@@ -13,15 +13,15 @@ numba's on-disk cache already holds it, and ``pip install`` runs no code, so a u
    :func:`warm_in_background` if one is running (it may have finished by then), or compiling
    in this process if none is.
 
-:func:`warm_in_background` (called by ``lumos replay`` as it starts, and by every other verb
-when it ends) starts ``python -m lumos._jit`` in its own session when something is not cached
-yet; it compiles every kernel into the cache while the command reads and builds its traces (for
-small inputs, which run interpreted, only when the command ends, so as not to slow it), then
-compiles the functions outside kernels (the Chakra decoder and encoder among them) by using them
-on the bundled example (:data:`WARM_UP_MODULE`), and outlives the command if need be. So the
-compile is paid once, in the background, after a user's first command of any kind; a first
-command that reads a Chakra ET still compiles its decoder (seconds). Setting
-``LUMOS_JIT_BACKGROUND=0`` turns it off.
+:func:`warm_in_background` (called by ``lumos replay`` as it starts, and by every other verb but
+``comm`` and ``collect``, which run no compiled code, when it ends) starts ``python -m lumos._jit``
+in its own session when something is not cached yet; it compiles every kernel into the cache while
+the command reads and builds its traces (for small inputs, which run interpreted, only when the
+command ends, so as not to slow it), then compiles the functions outside kernels (the Chakra
+decoder and encoder among them) by using them on the bundled example (:data:`WARM_UP_MODULE`), and
+outlives the command if need be. So the compile is paid once, in the background, after a user's
+first command of any kind; a first command that reads a Chakra ET still compiles its decoder
+(seconds). Setting ``LUMOS_JIT_BACKGROUND=0`` turns it off.
 
 Rules for a kernel's source, so that the interpreter runs it the same way: arrays are
 allocated only with ``np.empty``/``np.zeros``/``np.full`` (one dimension, an explicit dtype) and
