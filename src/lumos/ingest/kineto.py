@@ -15,6 +15,8 @@ from __future__ import annotations
 import mmap
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -154,8 +156,15 @@ def _refuse_invalid_json(raw: bytes | mmap.mmap, where: str) -> None:
     """Raise the JSON error of a big payload (a trace cut short while it was written, say)
     after validating it in constant memory, rather than decoding gigabytes into events first
     only to fail at the end. A valid payload returns (the scan refused something else)."""
-    try:
+    with _json_errors(where):
         msgspec.json.decode(raw, type=msgspec.Raw)
+
+
+@contextmanager
+def _json_errors(where: str) -> Iterator[None]:
+    """Invalid JSON (syntax, encoding, nesting) as one :class:`TraceFormatError` naming it."""
+    try:
+        yield
     except msgspec.DecodeError as exc:
         raise TraceFormatError(where, f"invalid JSON: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -188,19 +197,14 @@ def _decode_chunk(chunk: bytes, where: str, diagnostics: dict[str, int]) -> list
 
 
 def _decode_whole(raw: bytes | mmap.mmap, head: bytes, where: str, diagnostics: dict[str, int]) -> RawTrace:
-    try:
-        if head[:1] == b"[":
-            return RawTrace(traceEvents=_LIST_DECODER.decode(raw))
-        return _DECODER.decode(raw)
-    except msgspec.ValidationError as exc:
-        if "traceEvents" in str(exc) and "missing required field" in str(exc):
-            raise TraceFormatError(
-                where, "JSON object has no 'traceEvents': not a Kineto trace"
-            ) from None
-        return decode_tolerant(raw, where, diagnostics)
-    except msgspec.DecodeError as exc:
-        raise TraceFormatError(where, f"invalid JSON: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise TraceFormatError(where, f"invalid JSON: not UTF-8 text ({exc.reason})") from None
-    except RecursionError:
-        raise TraceFormatError(where, NESTED_TOO_DEEP) from None
+    with _json_errors(where):
+        try:
+            if head[:1] == b"[":
+                return RawTrace(traceEvents=_LIST_DECODER.decode(raw))
+            return _DECODER.decode(raw)
+        except msgspec.ValidationError as exc:
+            if "traceEvents" in str(exc) and "missing required field" in str(exc):
+                raise TraceFormatError(
+                    where, "JSON object has no 'traceEvents': not a Kineto trace"
+                ) from None
+    return decode_tolerant(raw, where, diagnostics)
