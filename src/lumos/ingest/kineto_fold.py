@@ -86,6 +86,12 @@ class ScanState:
         self.counts = np.zeros(3, dtype=np.int64)
         self.cat_strs: list[str] = []
         self.name_strs: list[str] = []
+        # per category row: its code, and whether its flows are fwd/bwd or launch flows;
+        # per name row: whether its events carry metadata (extended as strings are decoded)
+        self.cat_code = np.zeros(0, dtype=np.int8)
+        self.cat_fwdbwd = np.zeros(0, dtype=bool)
+        self.cat_launch = np.zeros(0, dtype=bool)
+        self.name_meta = np.zeros(0, dtype=bool)
         self.name_ids = np.zeros(0, dtype=np.int32)  # name row -> Interner id, for names mapped
         self.dims_ids = np.zeros(0, dtype=np.int32)  # dims row -> Interner id, -1: not yet
 
@@ -106,11 +112,22 @@ class ScanState:
         return int(off), int(n)
 
     def decode_new(self, payload: Payload) -> None:
-        """Decode the strings the scan added to the category and name tables."""
+        """Decode the strings the scan added to the category and name tables, and classify
+        them."""
         for k, strs in ((0, self.cat_strs), (1, self.name_strs)):
             for row in range(len(strs), int(self.counts[k])):
                 a, n = self.span(k, row)
                 strs.append(_decode_string(payload[a : a + n]))
+        new_cats = self.cat_strs[self.cat_code.size :]
+        lower = [c.lower() for c in new_cats]
+        self.cat_code = _extend(self.cat_code, [int(category_of(c, False)) for c in new_cats])
+        self.cat_fwdbwd = _extend(self.cat_fwdbwd, [c == "fwdbwd" for c in lower])
+        self.cat_launch = _extend(self.cat_launch, [c in _LAUNCH_FLOWS for c in lower])
+        self.name_meta = _extend(self.name_meta, [meta_name(n) for n in self.name_strs[self.name_meta.size :]])
+
+
+def _extend(column: np.ndarray, values: list[Any]) -> np.ndarray:
+    return np.concatenate([column, np.asarray(values, dtype=column.dtype)]) if values else column
 
 
 def _decode_string(raw: bytes) -> str:
@@ -135,37 +152,28 @@ def fold_scanned(
     rows = ints[: n * len(INT_FIELDS)].reshape(n, len(INT_FIELDS))
     times = floats[: n * _NF].reshape(n, _NF)
     state.decode_new(payload)
-    cats = state.cat_strs
     ph = _column(rows, "ph")
     cat_of = _column(rows, "cat_id")
     # events decoded one by one: thread names and forward/backward flows
-    cat_lower = [c.lower() for c in cats]
-    fwdbwd = np.array([c == "fwdbwd" for c in cat_lower], dtype=bool)
-    launch = np.array([c in _LAUNCH_FLOWS for c in cat_lower], dtype=bool)
     flow = np.isin(ph, _FLOW_PH)
-    one_by_one = (ph == _M) | (flow & fwdbwd[cat_of])
+    one_by_one = (ph == _M) | (flow & state.cat_fwdbwd[cat_of])
     decoded = [_decode_event(payload, rows[i]) for i in np.flatnonzero(one_by_one).tolist()]
-    n_launch = int((flow & launch[cat_of]).sum())
+    n_launch = int((flow & state.cat_launch[cat_of]).sum())
     x = np.flatnonzero(ph == _X)
     xrows = rows[x]
     name_of = _column(xrows, "name_id")
     streams = _column(xrows, "stream")
-    cat_codes = acc.cat_code
-    code_of = np.array([cat_codes.get(c, int(category_of(c, False))) for c in cats], np.int8)
-    xcat = code_of[cat_of[x]]
+    xcat = state.cat_code[cat_of[x]]
     xcat[(xcat == int(Category.OTHER_CPU)) & (streams >= 0)] = int(Category.OTHER_GPU)
-    wanted_name = np.array([meta_name(s) for s in state.name_strs], dtype=bool)
-    wanted = np.flatnonzero((xcat == _SYNC) | wanted_name[name_of])
+    wanted = np.flatnonzero((xcat == _SYNC) | state.name_meta[name_of])
     metas = [_decode_meta(payload, xrows[i], int(streams[i])) for i in wanted.tolist()]
     ts, dur = _times(payload, xrows, times[x])
     # nothing below fails: commit
     acc.num_raw += n
-    _count_categories(acc, cats, cat_of, ph)
+    _count_categories(acc, state.cat_strs, cat_of, ph)
     for e in decoded:
         acc.add_other(e)
     acc.n_launch_flows += n_launch
-    for c in cats:
-        cat_codes.setdefault(c, int(category_of(c, False)))
     if not x.size:
         return
     known = state.name_ids.size
