@@ -248,6 +248,7 @@ def decode_nodes(  # pragma: no cover - compiled
     attrs_hash = _borrow(attrs_hash)
     tmp8 = _borrow(tmp8)
     status = 0
+    memo = np.full(_MEMO, -1, dtype=np.int64)  # attribute name row by position in a node
     for i in range(st[ST_NODE], n):
         st[ST_NODE] = i
         st[ST_POS] = pos
@@ -369,12 +370,23 @@ def decode_nodes(  # pragma: no cover - compiled
                         raise MalformedNode()
                     if n_attr == attr_off.shape[0]:
                         return GROW_ATTR
-                    r, n_attr_names = _intern(
-                        buf, a_no, a_nl, attrs_tab, attrs_rep, attrs_hash, n_attr_names
-                    )
-                    st[ST_ATTR_NAMES] = n_attr_names  # never rolled back: interning is idempotent
+                    # a node's k-th attribute is mostly named as the previous node's k-th:
+                    # comparing with that name costs a fraction of hashing and probing
+                    k = n_attr - attr_ptr[i]
+                    r = -1
+                    if k < _MEMO:
+                        r = memo[k]
+                        if r >= 0 and not _same(buf, attrs_rep[r, 0], a_no, a_nl, attrs_rep[r, 1]):
+                            r = -1
                     if r < 0:
-                        return GROW_ATTR_NAMES
+                        r, n_attr_names = _intern(
+                            buf, a_no, a_nl, attrs_tab, attrs_rep, attrs_hash, n_attr_names
+                        )
+                        st[ST_ATTR_NAMES] = n_attr_names  # never rolled back: idempotent
+                        if r < 0:
+                            return GROW_ATTR_NAMES
+                        if k < _MEMO:
+                            memo[k] = r
                     attr_off[n_attr] = p
                     attr_len[n_attr] = q - p
                     attr_name[n_attr] = r
@@ -394,10 +406,17 @@ def decode_nodes(  # pragma: no cover - compiled
                 unk_len[n_unk] = q - fstart
                 n_unk += 1
                 p = q
-        r, n_names = _intern(buf, name_o, name_l, names_tab, names_rep, names_hash, n_names)
-        st[ST_NAMES] = n_names
+        r = -1
+        for back in range(1, 3):  # runs of a few repeating names are common
+            if r < 0 and i >= back:
+                r = name_idx[i - back]
+                if not _same(buf, names_rep[r, 0], name_o, name_l, names_rep[r, 1]):
+                    r = -1
         if r < 0:
-            return GROW_NAMES
+            r, n_names = _intern(buf, name_o, name_l, names_tab, names_rep, names_hash, n_names)
+            st[ST_NAMES] = n_names
+            if r < 0:
+                return GROW_NAMES
         name_idx[i] = r
     ctrl_ptr[n] = n_ctrl
     data_ptr[n] = n_data
@@ -412,6 +431,20 @@ def decode_nodes(  # pragma: no cover - compiled
     st[ST_NAMES] = n_names
     st[ST_ATTR_NAMES] = n_attr_names
     return status
+
+
+_MEMO = 32  # attribute positions remembered by decode_nodes
+
+
+@njit(cache=True, inline="always")
+def _same(buf, a, b, ln, ln_a):  # pragma: no cover - compiled
+    """Whether ``buf[a:a+ln_a]`` equals ``buf[b:b+ln]``."""
+    same = ln == ln_a
+    j = 0
+    while same and j < ln:
+        same = buf[a + j] == buf[b + j]
+        j += 1
+    return same
 
 
 @njit(cache=True, inline="always")
