@@ -75,7 +75,7 @@ def plan_syncs(
         for p in layout.processors.tolist()
         if trace.processors.kind[p] == 1
     }
-    sync_by_corr = _cuda_sync_by_correlation(trace)
+    sync_by_corr, wait_on_first = _cuda_sync_by_correlation(trace)
     record_task_by_corr: dict[int, int] = {}
     # classify names once, then visit only the calls that matter (not every runtime call)
     is_record = np.array([bool(_EVENT_RECORD.match(n)) for n in names], dtype=bool)
@@ -103,7 +103,7 @@ def plan_syncs(
         s, f = int(layout.ts_ns[t]), int(end[t])
         corr = int(ev.correlation_id[e])
         if _STREAM_WAIT.match(name):
-            _plan_stream_wait(t, e, corr, trace, layout, launches, plan, diag, sync_by_corr,
+            _plan_stream_wait(t, corr, layout, launches, plan, diag, sync_by_corr, wait_on_first,
                               stream_gp, record_task_by_corr, records_by_thread)  # fmt: skip
             continue
         kind: WaitKind | None = None
@@ -182,20 +182,26 @@ def _infer_waited_stream(
     return best
 
 
-def _cuda_sync_by_correlation(trace: KinetoTrace) -> dict[int, tuple[int, int, int]]:
-    """correlation -> (sync kind, stream, record correlation) from ``cuda_sync`` events."""
+def _cuda_sync_by_correlation(
+    trace: KinetoTrace,
+) -> tuple[dict[int, tuple[int, int, int]], dict[int, int]]:
+    """From ``cuda_sync`` events: correlation -> (sync kind, stream, record correlation) of its
+    last event, and correlation -> ``wait_on_stream`` of its first (a stream wait's recording
+    stream)."""
     se = trace.sync_events
     ev = trace.events
     out: dict[int, tuple[int, int, int]] = {}
+    wait_on_first: dict[int, int] = {}
     for k in range(len(se)):
         corr = int(ev.correlation_id[se.event_idx[k]])
         if corr < 0:
             continue
+        wait_on_first.setdefault(corr, int(se.wait_on_stream[k]))
         stream = int(se.stream[k]) if se.stream[k] >= 0 else int(se.wait_on_stream[k])
         if se.kind[k] in (1, 3):
             stream = int(se.wait_on_stream[k]) if se.kind[k] == 1 else int(se.stream[k])
         out[corr] = (int(se.kind[k]), stream, int(se.record_correlation_id[k]))
-    return out
+    return out, wait_on_first
 
 
 def _known_stream(
@@ -218,14 +224,13 @@ def _known_stream(
 
 def _plan_stream_wait(
     t: int,
-    e: int,
     corr: int,
-    trace: KinetoTrace,
     layout: TaskLayout,
     launches: Launches,
     plan: SyncPlan,
     diag: Diagnostics,
     sync_by_corr: dict[int, tuple[int, int, int]],
+    wait_on_first: dict[int, int],
     stream_gp: dict[tuple[int, int], int],
     record_task_by_corr: dict[int, int],
     records_by_thread: dict[int, NDArray[np.int64]],
@@ -240,9 +245,8 @@ def _plan_stream_wait(
     if info is not None and info[0] == 3:
         record = record_task_by_corr.get(info[2], -1)
         waiting = stream_gp.get((dev, info[1]), -1)
-        se_idx = np.flatnonzero(trace.events.correlation_id[trace.sync_events.event_idx] == corr)
-        if se_idx.size:
-            rec_stream = stream_gp.get((dev, int(trace.sync_events.wait_on_stream[se_idx[0]])), -1)
+        if corr in wait_on_first:
+            rec_stream = stream_gp.get((dev, wait_on_first[corr]), -1)
     if record < 0:
         record = _previous_record(records_by_thread, layout, thread, s)
     if record >= 0:
