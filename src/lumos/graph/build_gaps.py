@@ -298,7 +298,7 @@ def releaser(
     for q, c in enumerate(candidates):
         if q == thread or c.tasks.size == 0:
             continue
-        k = int(np.searchsorted(c.ends, resume, side="right")) - 1
+        k = int(c.ends.searchsorted(resume, side="right")) - 1
         if k < 0:
             continue
         u = int(c.tasks[k])
@@ -307,7 +307,7 @@ def releaser(
         if not on_stream[u]:
             if c.starts[k] < gap_start:
                 continue  # the thread blocked while u ran: a lock let go, not work handed off
-            first = min(int(np.searchsorted(c.starts, gap_start, side="left")), k + 1)
+            first = min(int(c.starts.searchsorted(gap_start, side="left")), k + 1)
             if c.busy_before[k + 1] - c.busy_before[first] < min_busy_ns:
                 continue
         best, best_end = u, int(end[u])

@@ -92,9 +92,10 @@ def plan_syncs(
         if c >= 0:
             record_task_by_corr[c] = t
     rec_thread = layout.processor_idx[record_tasks]
-    records_by_thread = {
-        int(p): record_tasks[rec_thread == p] for p in np.unique(rec_thread).tolist()
-    }
+    records_by_thread = {}
+    for p in np.unique(rec_thread).tolist():
+        tasks = record_tasks[rec_thread == p]
+        records_by_thread[int(p)] = (tasks, layout.ts_ns[tasks])
 
     for t in rt_tasks[is_sync[rt_names]].tolist():
         e = int(layout.event_idx[t])
@@ -233,7 +234,7 @@ def _plan_stream_wait(
     wait_on_first: dict[int, int],
     stream_gp: dict[tuple[int, int], int],
     record_task_by_corr: dict[int, int],
-    records_by_thread: dict[int, NDArray[np.int64]],
+    records_by_thread: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]],
 ) -> None:
     """One cudaStreamWaitEvent -> an edge from the recorded GPU task to the waiting stream."""
     thread = int(layout.processor_idx[t])
@@ -248,7 +249,7 @@ def _plan_stream_wait(
         if corr in wait_on_first:
             rec_stream = stream_gp.get((dev, wait_on_first[corr]), -1)
     if record < 0:
-        record = _previous_record(records_by_thread, layout, thread, s)
+        record = _previous_record(records_by_thread, thread, s)
     if record >= 0:
         r_ts, r_thread = int(layout.ts_ns[record]), int(layout.processor_idx[record])
     else:
@@ -290,11 +291,13 @@ def _plan_stream_wait(
 
 
 def _previous_record(
-    records: dict[int, NDArray[np.int64]], layout: TaskLayout, thread: int, ts_ns: int
+    records: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]], thread: int, ts_ns: int
 ) -> int:
-    """The latest event-record call on ``thread`` that started before ``ts_ns`` (-1 if none)."""
-    tasks = records.get(thread)
-    if tasks is None:
+    """The latest event-record call on ``thread`` that started before ``ts_ns`` (-1 if none);
+    ``records`` holds each thread's record calls and their start times."""
+    found = records.get(thread)
+    if found is None:
         return -1
-    k = int(np.searchsorted(layout.ts_ns[tasks], ts_ns, side="left")) - 1
+    tasks, starts = found
+    k = int(starts.searchsorted(ts_ns, side="left")) - 1
     return int(tasks[k]) if k >= 0 else -1
