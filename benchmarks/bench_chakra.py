@@ -13,7 +13,10 @@ Prints nodes/s, MB/s and peak RSS. Timings are wall-clock, best of ``--repeat``.
 attribute names accessed, by ``read_chakra(...).iter_nodes()`` and by mlc-chakra's protobuf
 reader, interleaved in one run (``--repeat`` rounds of at least 0.5 s a side, medians): the ``.et`` that ``lumos convert``
 writes for ``df_index_resolver`` (converted into a temporary folder first) and upstream's own
-``chakra/tests/data/chakra.0.et``. Prints each side's wall time and the ratio.
+``chakra/tests/data/chakra.0.et``. Prints each side's wall time and the ratio, then the floor
+that no reader handing out a Python object per node can go below (reading the file, the access
+loop itself over views already made, the Python ints of every id, dep and duration; best of
+``--repeat``) and the largest ratio that floor leaves.
 
 ``--delay-table`` instead prints, for the real replay traces (read in place from the realdata
 folder, ``LUMOS_REALDATA`` or ``../shared/realdata``; see ``tests/REALDATA.md``), the makespan of a
@@ -210,7 +213,33 @@ def realistic(repeat: int) -> None:
             print(f"every node's fields, {label} ({n:,} nodes, "
                   f"{path.stat().st_size / 1e6:.1f} MB): read_chakra {statistics.median(ours):.3f} s, "
                   f"mlc-chakra {statistics.median(up):.3f} s, read_chakra is {ratio:.2f}x")  # fmt: skip
+            _floor(path, statistics.median(up), repeat)
         _every_realdata_et(repeat)
+
+
+def _floor(path: Path, upstream_s: float, repeat: int) -> None:
+    """What any reader that hands out a Python object per node pays on ``path`` whatever its
+    design, printed beside mlc-chakra's time: reading the file, the benchmark's own access
+    loop over views already made (``list()`` of the deps, the attribute-name list, ...), and
+    making the Python ints of every id, dep and duration (mlc-chakra pays the last two too)."""
+    trace = read_chakra(path)
+    views = list(trace.iter_nodes())
+
+    def loop() -> None:
+        for n in views:
+            _ = (n.id, n.name, n.type, list(n.data_deps), list(n.ctrl_deps), n.duration_micros,
+                 [a.name for a in n.attrs])  # fmt: skip
+
+    def ints() -> None:
+        for col in (trace.node_id, trace.data_deps, trace.ctrl_deps, trace.duration_micros):
+            col.tolist()
+
+    read_s = best(lambda: read_chakra(path), repeat)
+    loop_s, ints_s = best(loop, repeat), best(ints, repeat)
+    floor = read_s + loop_s + ints_s
+    print(f"  floor: read {read_s * 1e3:.1f} ms + access loop over made views "
+          f"{loop_s * 1e3:.1f} ms + Python ints {ints_s * 1e3:.1f} ms = {floor * 1e3:.1f} ms; "
+          f"at most {upstream_s / floor:.2f}x mlc-chakra with a view per node")  # fmt: skip
 
 
 def _every_realdata_et(repeat: int) -> None:
