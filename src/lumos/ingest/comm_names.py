@@ -26,6 +26,7 @@ library's namespace.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = [
     "COLLECTIVE_KINDS",
@@ -189,6 +190,7 @@ _DTYPE_BYTES: dict[str, int] = {
 }
 
 
+@lru_cache(maxsize=4096)  # called per collective event with a handful of distinct names
 def normalize_collective(name: str) -> str:
     """The normalized kind of a collective op or annotation name (``unknown`` if not one)."""
     base = _PREFIX_RE.sub("", name.strip()).lower().replace("_", "").replace(" ", "")
@@ -222,6 +224,7 @@ def is_comm_kernel(kernel_name: str) -> bool:
     return any(p.search(kernel_name) is not None for p, _kind, _why in OTHER_COMM_KERNELS)
 
 
+@lru_cache(maxsize=1024)
 def dtype_size_bytes(dtype: str) -> int:
     """Bytes per element of a dtype as PyTorch prints it; 0 when unknown."""
     key = dtype.strip().lower()

@@ -218,7 +218,9 @@ class _Row:
 
 
 def _as_int(v: Any) -> int:
-    if isinstance(v, bool):
+    if type(v) is int:  # the common cases first: called four times per collective event
+        return v
+    if v is None or isinstance(v, bool):
         return -1
     if isinstance(v, int):
         return v
