@@ -55,6 +55,8 @@ MODULES = (
     "lumos.sim._kernel",
     "lumos.report.metrics",
     "lumos.report.json_columns",
+    "lumos.chakra.deps",
+    "lumos.graph.algorithms",
 )
 
 _A = TypeVar("_A")
@@ -189,6 +191,7 @@ def _alloc(n: int, value: Any, dtype: Any) -> _Column:
 
 _NP_SHIM = types.SimpleNamespace(
     int8=np.int8,
+    int32=np.int32,
     int64=np.int64,
     uint8=np.uint8,
     empty=lambda n, dtype: _alloc(n, 0, dtype),
