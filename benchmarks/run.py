@@ -273,8 +273,8 @@ BENCHES = [
             "compile": r"\(python -m lumos._jit\): ([\d.]+) s",
         },
         (
-            "first `lumos replay` after install (empty compile cache), bundled example and "
-            "df_index_resolver",
+            "first `lumos replay` after install (empty compile cache), bundled example, "
+            "df_index_resolver and upstream's chakra.0.et",
             "{penalty} s slower than the second run (median; max {max} s), {ratio}x; compiling "
             "everything (every kernel, then the Chakra codec and the other functions "
             "`lumos.warmup` uses) takes {compile} s, in the background",

@@ -16,6 +16,17 @@ os.environ.setdefault("LUMOS_JIT_BACKGROUND", "0")
 DATA = Path(__file__).parent / "data"
 
 
+@pytest.fixture(autouse=True)
+def _chakra_decoder_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chakra files decode compiled in every test, whatever numba's cache holds: otherwise a
+    fresh checkout would test the Python decoder of a first command (``lumos.chakra._wire_py``)
+    on small files and a warm one the compiled decoder. ``tests/chakra/test_wire_py.py`` runs
+    the two side by side."""
+    from lumos.chakra import _wire_py
+
+    monkeypatch.setattr(_wire_py, "_compiled_only", True)
+
+
 @pytest.fixture(scope="session")
 def realdata_dir() -> Path:
     """The realdata folder (``LUMOS_REALDATA`` or ``../shared/realdata``); skips where absent."""

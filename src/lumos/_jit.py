@@ -20,8 +20,10 @@ the command reads and builds its traces (for small inputs, which run interpreted
 command ends, so as not to slow it), then compiles the functions outside kernels (the Chakra
 decoder and encoder among them) by using them on the bundled example (:data:`WARM_UP_MODULE`), and
 outlives the command if need be. So the compile is paid once, in the background, after a user's
-first command of any kind; a first command that reads a Chakra ET still compiles its decoder
-(seconds). Setting ``LUMOS_JIT_BACKGROUND=0`` turns it off.
+first command of any kind. A first command that reads Chakra ETs decodes them without the
+compiled decoder, in Python (:mod:`lumos.chakra._wire_py`, the same results), up to
+:data:`SMALL_INPUT_BYTES` of them in all, and compiles it (seconds) only for more. Setting
+``LUMOS_JIT_BACKGROUND=0`` turns the warmer off.
 
 Rules for a kernel's source, so that the interpreter runs it the same way: arrays are
 allocated only with ``np.empty``/``np.zeros``/``np.full`` (one dimension, an explicit dtype) and
@@ -55,6 +57,8 @@ MODULES = (
     "lumos.sim._kernel",
     "lumos.report.metrics",
     "lumos.report.json_columns",
+    "lumos.chakra.deps",
+    "lumos.graph.algorithms",
 )
 
 _A = TypeVar("_A")
@@ -189,6 +193,7 @@ def _alloc(n: int, value: Any, dtype: Any) -> _Column:
 
 _NP_SHIM = types.SimpleNamespace(
     int8=np.int8,
+    int32=np.int32,
     int64=np.int64,
     uint8=np.uint8,
     empty=lambda n, dtype: _alloc(n, 0, dtype),
@@ -271,7 +276,9 @@ def _plain_cached() -> bool:
 
 
 #: Inputs smaller than this (bytes on disk) run interpreted in full: their warmer starts when
-#: the command ends, so that it does not take CPU from the command itself.
+#: the command ends, so that it does not take CPU from the command itself. Also the Chakra bytes
+#: one process decodes in Python before it compiles the decoder (:mod:`lumos.chakra._wire_py`:
+#: 0.64 s for 8 MiB of a converted trace, against a 5 s compile).
 SMALL_INPUT_BYTES = 8 << 20
 _REQUESTED = False
 

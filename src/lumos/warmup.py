@@ -1,13 +1,14 @@
 """Use once, on the bundled example, the compiled functions that numba compiles on first use.
 
 :mod:`lumos._jit`'s background warmer compiles every :class:`~lumos._jit.Kernel` from its one
-declared signature. The other compiled functions (the Chakra decoder and encoder, dependency
-orders, the layer repeat search) are called with array types that their callers choose, so the
-warmer compiles them the way a command does: :func:`warm_up` reads the bundled example trace,
-builds its graph, writes it as a Chakra ET, reads that back with every attribute value, maps it
-back to a graph, looks for its layers, and maps a small ET of another tool's making. Afterwards numba's cache holds every function of
-:data:`DISPATCHERS`, and a user's first Chakra command after a first replay waits for no
-compile.
+declared signature. The other compiled functions (the Chakra decoder and encoder, the layer
+repeat search) are called with array types that their callers choose, so the warmer compiles
+them the way a command does (the decoder even where a file is small enough to decode in Python,
+:mod:`lumos.chakra._wire_py`): :func:`warm_up` reads the bundled example trace, builds its
+graph, writes it as a Chakra ET, reads that back with every attribute value, maps it back to a
+graph, looks for its layers, and maps a small ET of another tool's making. Afterwards numba's
+cache holds every function of :data:`DISPATCHERS`, and a user's first Chakra command after a
+first replay waits for no compile.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ DISPATCHERS = (
     "lumos.chakra._wire:encode_nodes",
     "lumos.chakra._wire_attr:decode_attr_values",
     "lumos.chakra.mapping_encode:_encode",
-    "lumos.chakra.deps:_successors",
-    "lumos.graph.algorithms:kahn_order",
     "lumos.estimate.layers:_best_repeat",
 )
 
@@ -44,7 +43,7 @@ def dispatchers() -> list[Any]:
 def warm_up() -> None:
     """Run the bundled example through every path that calls a function of
     :data:`DISPATCHERS` (compiling it into numba's cache when it is not there)."""
-    from lumos.chakra import NodeType, attr, read_chakra, write_chakra
+    from lumos.chakra import NodeType, _wire_py, attr, read_chakra, write_chakra
     from lumos.chakra.builder import ChakraTraceBuilder
     from lumos.chakra.mapping import from_chakra, to_chakra
     from lumos.chakra.trace import ChakraTrace
@@ -55,7 +54,7 @@ def warm_up() -> None:
 
     graph = build_graph(read_kineto(example_trace_path()))
     find_layers(graph)
-    with tempfile.TemporaryDirectory(prefix="lumos-warm-") as d:
+    with tempfile.TemporaryDirectory(prefix="lumos-warm-") as d, _wire_py.compiled():
         path = write_chakra(to_chakra(graph), Path(d) / "warm.0.et")[0]
         et = read_chakra(path)
         assert isinstance(et, ChakraTrace)  # one file, one trace

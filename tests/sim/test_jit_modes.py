@@ -85,6 +85,33 @@ def test_interpreted_multi_rank_replay_equals_compiled() -> None:
         _assert_same(getattr(compiled, field), getattr(again, field))
 
 
+@needs_realdata
+def test_interpreted_dependency_orders_equal_compiled() -> None:
+    """A Chakra ET's dependency order (successor CSR, then Kahn), with and without a cycle, and
+    an execution graph's topological order (Kahn with processor order)."""
+    from lumos.chakra import ChakraTrace, read_chakra
+    from lumos.chakra.deps import DepGraph, resolve_deps
+    from lumos.chakra.deps import topological_order as dep_order
+    from lumos.graph.algorithms import topological_order as task_order
+
+    et = read_chakra(trace("chakra_pytorch_converted"))
+    assert isinstance(et, ChakraTrace)
+    deps = resolve_deps(et)
+    none = np.zeros((0, 2), np.int64)
+    cycle = DepGraph(np.array([0, 1, 2, 3, 3]), np.array([2, 0, 1]), none, none, np.zeros(0))
+    graph = build_graph(read_kineto(trace("v100_stream_wait_event")))
+
+    def orders() -> list[np.ndarray]:
+        return [*dep_order(deps), *dep_order(cycle), task_order(graph)]
+
+    compiled = orders()
+    with interpreted_kernels():
+        again = orders()
+    assert compiled[2].tolist() == [3] and compiled[3].tolist() == [0, 1, 2]
+    for a, b in zip(compiled, again, strict=True):
+        _assert_same(a, b)
+
+
 def test_compiled_calls_use_only_the_declared_signature() -> None:
     """Arrays of other dtypes, read-only or not, reach the one cached specialization."""
     from lumos.examples_data import example_trace_path
@@ -114,7 +141,7 @@ def _ready_in(cache: Path) -> str:
 
 def test_warmer_fills_an_empty_cache(tmp_path: Path) -> None:
     """Every kernel, and every compiled function outside kernels (the Chakra decoder and encoder,
-    dependency orders, the layer search: :mod:`lumos.warmup`), ends up in an empty cache."""
+    the layer search: :mod:`lumos.warmup`), ends up in an empty cache."""
     from lumos import warmup
 
     n = len(_jit.kernels()) + len(warmup.dispatchers())
@@ -132,6 +159,8 @@ def test_kernel_module_list_is_the_registry() -> None:
         "lumos.sim._kernel._run",
         "lumos.report.metrics._walk_path",
         "lumos.report.json_columns._format_rows",
+        "lumos.chakra.deps._successor_csr",
+        "lumos.graph.algorithms._kahn_fifo",
     }
     assert _kernel.run in _jit.kernels()
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from lumos._jit import INT64, Kernel, array
 from lumos.chakra.trace import ChakraTrace, exact_sum
 from lumos.errors import ChakraFormatError
 from lumos.graph.algorithms import kahn_order
@@ -62,15 +63,16 @@ def resolve_deps(trace: ChakraTrace) -> DepGraph:
 
 
 @njit(cache=True)
-def _successors(n, pred_ptr, pred_idx):  # pragma: no cover - compiled
+def _successor_csr(n, pred_ptr, pred_idx):  # pragma: no cover - compiled
     """Successor CSR of a predecessor CSR, successors of a row in row order (no sort)."""
-    succ_cnt = np.zeros(n + 1, dtype=np.int64)
+    succ_ptr = np.zeros(n + 1, dtype=np.int64)
     for i in range(n):
         for k in range(pred_ptr[i], pred_ptr[i + 1]):
-            succ_cnt[pred_idx[k] + 1] += 1
-    succ_ptr = np.cumsum(succ_cnt)
-    fill = succ_ptr[:-1].copy()
-    succ = np.empty(pred_idx.shape[0], dtype=np.int32)
+            succ_ptr[pred_idx[k] + 1] += 1
+    for i in range(n):
+        succ_ptr[i + 1] += succ_ptr[i]
+    fill = succ_ptr.copy()
+    succ = np.empty(len(pred_idx), dtype=np.int32)
     for i in range(n):
         for k in range(pred_ptr[i], pred_ptr[i + 1]):
             p = pred_idx[k]
@@ -79,11 +81,19 @@ def _successors(n, pred_ptr, pred_idx):  # pragma: no cover - compiled
     return succ_ptr, succ
 
 
+#: ``_successors(n, pred_ptr, pred_idx, work=n + edges)`` (:class:`lumos._jit.Kernel`): while
+#: the compiled loop is not cached yet, up to 500k rows + edges in all run interpreted (0.1 s;
+#: its compile takes 0.5 s, 3664 + 184k for upstream's chakra.0.et).
+_successors = Kernel(
+    _successor_csr, (INT64, array(np.int64), array(np.int64)), max_interpreted=500_000
+)
+
+
 def topological_order(graph: DepGraph) -> tuple[np.ndarray, np.ndarray]:
     """``(order, blocked)``: rows in dependency order, and rows that never become ready
     (on a cycle or downstream of one); ``blocked`` is empty for an acyclic trace."""
     n = graph.pred_ptr.shape[0] - 1
-    succ_ptr, succ = _successors(n, graph.pred_ptr, graph.pred_idx)
+    succ_ptr, succ = _successors(n, graph.pred_ptr, graph.pred_idx, work=n + graph.num_edges)
     # the graph package's Kahn (FIFO in row order: deterministic, close to the recorded order)
     no_processor_order = np.full(n, -1, dtype=np.int64)
     order = kahn_order(n, succ_ptr, np.arange(succ.size, dtype=np.int64), succ, no_processor_order)

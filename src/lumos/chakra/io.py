@@ -39,7 +39,7 @@ import numpy as np
 
 from lumos._io import atomic_write, is_gzip
 from lumos._spans import grow_table, new_table
-from lumos.chakra import _wire
+from lumos.chakra import _wire, _wire_py
 from lumos.chakra.attrs import WireError, read_varint, varint_bytes
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace, ChakraWorkload
 from lumos.errors import ChakraFormatError, ConfigError, InputError, NoTracesError
@@ -196,7 +196,9 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
     err = np.zeros(7, dtype=np.int64)
     empty = np.zeros(0, dtype=np.int64)
     max_rec = int(_limit(RECORD_ENV, RECORD_DEFAULT))
-    n_rec = _wire.scan_records(buf, 0, buf.size, max_rec, False, empty, empty, err)
+    python = _wire_py.use_python(buf.size)  # a first command's small file: no compile
+    scan = _wire_py.scan_records if python else _wire.scan_records
+    n_rec = scan(buf, 0, buf.size, max_rec, False, empty, empty, err)
     _raise_scan(path, err, max_rec)
     n_empty = int(err[4])
     if n_empty > _EMPTY_NODES_FREE and n_empty > n_rec - 1 - n_empty:
@@ -211,7 +213,7 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
         meta = ChakraMetadata.decode(buf[pos : pos + meta_len].tobytes(), str(path))
     except (WireError, UnicodeDecodeError) as exc:
         raise ChakraFormatError(path, f"GlobalMetadata record does not decode: {exc}") from None
-    c = _decode_nodes(path, buf, pos + meta_len, n_rec - 1, err)
+    c = _decode_nodes(path, buf, pos + meta_len, n_rec - 1, err, python)
     (node_id, name_idx, node_type, start_us, dur_us, inp_off, inp_len, out_off, out_len,
      ctrl_ptr, ctrl_deps, data_ptr, data_deps, attr_ptr, attr_off, attr_len, attr_name_idx,
      attr_kind, attr_int, attr_float, unk_ptr, unk_off, unk_len, name_rep,
@@ -306,9 +308,17 @@ _COUNTER = {_wire.GROW_CTRL: _wire.ST_CTRL, _wire.GROW_DATA: _wire.ST_DATA,
             _wire.GROW_ATTR: _wire.ST_ATTR, _wire.GROW_UNK: _wire.ST_UNK}  # fmt: skip
 
 
-def _decode_nodes(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray) -> list:
+def _decode_nodes(
+    path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray, python: bool = False
+) -> list:
     """Run the one-pass decoder, growing its arrays when it asks; returns the columns trimmed
-    to size, in ``_read_file``'s unpacking order, then the two interned-name span arrays."""
+    to size, in ``_read_file``'s unpacking order, then the two interned-name span arrays.
+    ``python``: the same from :func:`lumos.chakra._wire_py.decode_nodes` (nothing compiled)."""
+    if python:
+        try:
+            return _wire_py.decode_nodes(buf, pos, n, err)
+        except _wire.MalformedNode:
+            _raise_node(path, buf, err)
     cols: dict[str, np.ndarray] = {name: np.empty(n, dt) for name, dt in _NODE_COLS}
     for code, (ptr, items) in _GROUPS.items():
         cols[ptr] = np.empty(n + 1, np.int64)

@@ -12,6 +12,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos._jit import INT64, Kernel, array
 from lumos.diagnostics import Diagnostics
 from lumos.graph.model import COMM_TASK_KINDS, CommType, ExecGraph, Workload
 
@@ -35,19 +36,8 @@ def processor_successor(g: ExecGraph) -> NDArray[np.int64]:
 
 
 @numba.njit(cache=True, nogil=True)
-def kahn_order(
-    n: int,
-    out_ptr: NDArray[np.int64],
-    out_edge: NDArray[np.int64],
-    dst: NDArray[np.int32],
-    succ: NDArray[np.int64],
-) -> NDArray[np.int64]:  # pragma: no cover - compiled
-    """Kahn's algorithm, FIFO: tasks in index order, then as they become ready.
-
-    Edges ``e`` out of task ``t`` are ``out_edge[out_ptr[t]:out_ptr[t+1]]`` with heads
-    ``dst[e]``; ``succ[t]`` (or -1) is one more successor (the next task on a processor).
-    Shorter than ``n`` exactly when there is a cycle.
-    """
+def _kahn_fifo(n, out_ptr, out_edge, dst, succ):  # pragma: no cover - compiled
+    """:func:`kahn_order`'s loop: ``(queue, length)``, the order being ``queue[:length]``."""
     indeg = np.zeros(n, dtype=np.int64)
     for e in range(len(dst)):
         indeg[dst[e]] += 1
@@ -76,7 +66,31 @@ def kahn_order(
             if indeg[s] == 0:
                 queue[tail] = s
                 tail += 1
-    return queue[:tail]
+    return queue, tail
+
+
+_I64 = array(np.int64)
+#: ``_kahn(n, out_ptr, out_edge, dst, succ, work=n + edges)`` (:class:`lumos._jit.Kernel`):
+#: while the compiled loop is not cached yet, up to 500k tasks + edges in all run interpreted
+#: (0.05-0.1 s; its compile takes 0.6 s, 3664 + 184k for upstream's chakra.0.et).
+_kahn = Kernel(_kahn_fifo, (INT64, _I64, _I64, array(np.int32), _I64), max_interpreted=500_000)
+
+
+def kahn_order(
+    n: int,
+    out_ptr: NDArray[np.int64],
+    out_edge: NDArray[np.int64],
+    dst: NDArray[np.int32],
+    succ: NDArray[np.int64],
+) -> NDArray[np.int64]:
+    """Kahn's algorithm, FIFO: tasks in index order, then as they become ready.
+
+    Edges ``e`` out of task ``t`` are ``out_edge[out_ptr[t]:out_ptr[t+1]]`` with heads
+    ``dst[e]``; ``succ[t]`` (or -1) is one more successor (the next task on a processor).
+    Shorter than ``n`` exactly when there is a cycle.
+    """
+    queue, length = _kahn(n, out_ptr, out_edge, dst, succ, work=n + len(dst))
+    return queue[:length]
 
 
 def topological_order(g: ExecGraph) -> NDArray[np.int64]:
