@@ -320,14 +320,17 @@ def _decode_nodes(
         except _wire.MalformedNode:
             _raise_node(path, buf, err)
     cols: dict[str, np.ndarray] = {name: np.empty(n, dt) for name, dt in _NODE_COLS}
+    total = max(buf.size - pos, 1)
+    # a small first guess (the first regrowth extrapolates), but room for every item of a
+    # small file (an item takes 2 bytes or more): a regrowth costs a second call
+    guess = min(max(n, total // 2 + 1), 4096)
     for code, (ptr, items) in _GROUPS.items():
         cols[ptr] = np.empty(n + 1, np.int64)
-        for name, dt in items:  # small first guess: the first regrowth extrapolates
-            cols[name] = np.empty(min(n, 4096) if code != _wire.GROW_UNK else 16, dt)
+        for name, dt in items:
+            cols[name] = np.empty(guess if code != _wire.GROW_UNK else 16, dt)
     tables = {k: new_table(cap) for k, cap in (("names", 1024), ("attr_names", 64))}
     st = np.zeros(8, dtype=np.int64)
     st[_wire.ST_POS] = pos
-    total = max(buf.size - pos, 1)
     tmp8 = np.zeros(8, dtype=np.uint8)
     while True:
         try:
