@@ -60,6 +60,7 @@ MODULES = (
     "lumos.report.json_columns",
     "lumos.chakra.deps",
     "lumos.graph.algorithms",
+    "lumos.chakra.timeline",
 )
 
 _A = TypeVar("_A")

@@ -113,22 +113,25 @@ def test_interpreted_dependency_orders_equal_compiled() -> None:
 
 
 @needs_realdata
-def test_interpreted_chakra_critical_path_equals_compiled() -> None:
-    """A Chakra ET's critical path (``lumos chakra stats``, ``lumos info``)."""
+def test_interpreted_chakra_critical_path_and_schedule_equal_compiled() -> None:
+    """A Chakra ET's critical path (``lumos chakra stats``, ``lumos info``) and its list schedule
+    (``lumos chakra timeline``), its rows blocked by dependency cycles included."""
     from lumos.chakra import ChakraTrace, read_chakra
     from lumos.chakra.deps import critical_path as chakra_path
+    from lumos.chakra.timeline import schedule
 
     et = read_chakra(trace("chakra_pytorch_converted"))
     assert isinstance(et, ChakraTrace)
 
     def results() -> list[np.ndarray]:
         length, rows = chakra_path(et)
-        return [np.array([length]), rows]
+        return [np.array([length]), rows, *schedule(et)]
 
     compiled = results()
     with interpreted_kernels():
         again = results()
     assert compiled[0][0] > 0 and compiled[1].size > 1
+    assert 0 < (compiled[2] < 0).sum() < et.num_nodes  # some rows never scheduled
     for a, b in zip(compiled, again, strict=True):
         _assert_same(a, b)
 
@@ -183,6 +186,7 @@ def test_kernel_module_list_is_the_registry() -> None:
         "lumos.chakra.deps._successor_csr",
         "lumos.graph.algorithms._kahn_fifo",
         "lumos.chakra.deps._longest_path",
+        "lumos.chakra.timeline._list_schedule",
     }
     assert _kernel.run in _jit.kernels()
 
