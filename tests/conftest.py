@@ -18,10 +18,11 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(autouse=True)
 def _chakra_decoder_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chakra files decode compiled in every test, whatever numba's cache holds: otherwise a
-    fresh checkout would test the Python decoder of a first command (``lumos.chakra._wire_py``)
-    on small files and a warm one the compiled decoder. ``tests/chakra/test_wire_py.py`` runs
-    the two side by side."""
+    """Chakra files and their attribute values decode compiled in every test, whatever numba's
+    cache holds: otherwise a fresh checkout would test the Python decoders of a first command
+    (``lumos.chakra._wire_py``, ``lumos.chakra._wire_attr_py``) on small files and a warm one
+    the compiled decoders. ``tests/chakra/test_wire_py.py`` and ``test_wire_attr_py.py`` run
+    them side by side."""
     from lumos.chakra import _wire_py
 
     monkeypatch.setattr(_wire_py, "_compiled_only", True)

@@ -22,8 +22,9 @@ decoder and encoder among them) by using them on the bundled example (:data:`WAR
 outlives the command if need be. So the compile is paid once, in the background, after a user's
 first command of any kind. A first command that reads Chakra ETs decodes them without the
 compiled decoder, in Python (:mod:`lumos.chakra._wire_py`, the same results), up to
-:data:`SMALL_INPUT_BYTES` of them in all, and compiles it (seconds) only for more. Setting
-``LUMOS_JIT_BACKGROUND=0`` turns the warmer off.
+:data:`SMALL_INPUT_BYTES` of them in all, and compiles it (seconds) only for more; their
+attribute values likewise (:mod:`lumos.chakra._wire_attr_py`, up to as many attribute bytes).
+Setting ``LUMOS_JIT_BACKGROUND=0`` turns the warmer off.
 
 Rules for a kernel's source, so that the interpreter runs it the same way: arrays are
 allocated only with ``np.empty``/``np.zeros``/``np.full`` (one dimension, an explicit dtype) and
@@ -59,6 +60,7 @@ MODULES = (
     "lumos.report.json_columns",
     "lumos.chakra.deps",
     "lumos.graph.algorithms",
+    "lumos.chakra.timeline",
 )
 
 _A = TypeVar("_A")
@@ -278,7 +280,9 @@ def _plain_cached() -> bool:
 #: Inputs smaller than this (bytes on disk) run interpreted in full: their warmer starts when
 #: the command ends, so that it does not take CPU from the command itself. Also the Chakra bytes
 #: one process decodes in Python before it compiles the decoder (:mod:`lumos.chakra._wire_py`:
-#: 0.64 s for 8 MiB of a converted trace, against a 5 s compile).
+#: 0.64 s for 8 MiB of a converted trace, against a 5 s compile), and, counted apart, the
+#: attribute bytes it decodes in Python before it compiles the attribute decoder
+#: (:mod:`lumos.chakra._wire_attr_py`: 0.40 s for the 4 MiB of that trace, against 4-8 s).
 SMALL_INPUT_BYTES = 8 << 20
 _REQUESTED = False
 

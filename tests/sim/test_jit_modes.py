@@ -112,6 +112,30 @@ def test_interpreted_dependency_orders_equal_compiled() -> None:
         _assert_same(a, b)
 
 
+@needs_realdata
+def test_interpreted_chakra_critical_path_and_schedule_equal_compiled() -> None:
+    """A Chakra ET's critical path (``lumos chakra stats``, ``lumos info``) and its list schedule
+    (``lumos chakra timeline``), its rows blocked by dependency cycles included."""
+    from lumos.chakra import ChakraTrace, read_chakra
+    from lumos.chakra.deps import critical_path as chakra_path
+    from lumos.chakra.timeline import schedule
+
+    et = read_chakra(trace("chakra_pytorch_converted"))
+    assert isinstance(et, ChakraTrace)
+
+    def results() -> list[np.ndarray]:
+        length, rows = chakra_path(et)
+        return [np.array([length]), rows, *schedule(et)]
+
+    compiled = results()
+    with interpreted_kernels():
+        again = results()
+    assert compiled[0][0] > 0 and compiled[1].size > 1
+    assert 0 < (compiled[2] < 0).sum() < et.num_nodes  # some rows never scheduled
+    for a, b in zip(compiled, again, strict=True):
+        _assert_same(a, b)
+
+
 def test_compiled_calls_use_only_the_declared_signature() -> None:
     """Arrays of other dtypes, read-only or not, reach the one cached specialization."""
     from lumos.examples_data import example_trace_path
@@ -161,6 +185,8 @@ def test_kernel_module_list_is_the_registry() -> None:
         "lumos.report.json_columns._format_rows",
         "lumos.chakra.deps._successor_csr",
         "lumos.graph.algorithms._kahn_fifo",
+        "lumos.chakra.deps._longest_path",
+        "lumos.chakra.timeline._list_schedule",
     }
     assert _kernel.run in _jit.kernels()
 
@@ -216,7 +242,9 @@ def test_every_verb_but_replay_comm_and_collect_warms_up_when_done(
     from lumos.examples_data import example_trace_path
 
     calls: list[int | None] = []
-    monkeypatch.setattr(_jit, "warm_in_background", lambda input_bytes=None: calls.append(input_bytes))
+    monkeypatch.setattr(
+        _jit, "warm_in_background", lambda input_bytes=None: calls.append(input_bytes)
+    )
     assert main(["info", str(example_trace_path())]) == 0
     assert calls == [0]
     assert main(["comm", "all_reduce", "--size", "1MiB", "--ranks", "8", "--bandwidth", "50GB/s",

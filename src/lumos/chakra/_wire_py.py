@@ -24,6 +24,7 @@ import re
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from lumos.chakra._wire import (
     MalformedNode,
 )
 
-__all__ = ["MAX_BYTES", "compiled", "decode_nodes", "scan_records", "use_python"]
+__all__ = ["MAX_BYTES", "compiled", "decode_nodes", "scan_records", "stand_in", "use_python"]
 
 #: Bytes (decompressed) that one process decodes here, all files together; beyond, it compiles.
 #: ``benchmarks/bench_chakra.py --python-decoder``: 8 MiB of a ``lumos convert`` ET (48k nodes,
@@ -70,18 +71,23 @@ def use_python(nbytes: int) -> bool:
     cache, and this process has decoded at most :data:`MAX_BYTES` here, these included (they
     are counted), and is not inside :func:`compiled`."""
     global _decoded
-    if _compiled_only or _decoded + nbytes > MAX_BYTES:
-        return False
-    if all(d.overloads or _jit.cached(d) for d in _COMPILED):
+    if _decoded + nbytes > MAX_BYTES or not stand_in(_COMPILED):
         return False
     _decoded += nbytes
     return True
 
 
+def stand_in(dispatchers: tuple[Any, ...]) -> bool:
+    """Whether Python stands in for the compiled ``dispatchers``: one of them is neither loaded
+    nor in numba's cache, and the caller is not inside :func:`compiled`."""
+    return not _compiled_only and not all(d.overloads or _jit.cached(d) for d in dispatchers)
+
+
 @contextmanager
 def compiled() -> Iterator[None]:
-    """Within it, files decode compiled whatever :func:`use_python` would say (the background
-    warmer: it reads a Chakra file to compile the decoder)."""
+    """Within it, files and their attribute values decode compiled whatever :func:`use_python`
+    (or :func:`lumos.chakra._wire_attr_py.use_python`) would say (the background warmer: it
+    reads a Chakra file to compile the decoders)."""
     global _compiled_only
     saved, _compiled_only = _compiled_only, True
     try:

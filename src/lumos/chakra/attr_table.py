@@ -1,5 +1,8 @@
 """Attribute values as one columnar table, decoded in compiled code (:mod:`._wire_attr`).
 
+A first command decodes them in Python instead (:mod:`._wire_attr_py`, the same arrays) while
+the compiled decoder is not in numba's cache and the attribute bytes are few.
+
 :class:`AttrTable` holds the values of many ``AttributeProto`` messages (a trace's node
 attributes, or the metadata's) without a Python object per value: attribute row ``k`` has its
 values in rows ``ptr[k]:ptr[k+1]`` of ``val``/``val_len`` (one row for a scalar, one per item
@@ -22,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from lumos.chakra import _wire, _wire_attr
+from lumos.chakra import _wire, _wire_attr, _wire_attr_py
 from lumos.chakra.attrs import Attr, WireError, read_varint
 from lumos.chakra.schema import ATTR_KIND_NAMES
 from lumos.errors import ChakraFormatError
@@ -58,10 +61,14 @@ class AttrTable:
         cls, blob: np.ndarray, off: np.ndarray, ln: np.ndarray, kind: np.ndarray
     ) -> AttrTable:
         """Decode the attribute bodies ``blob[off[k]:off[k]+ln[k]]`` whose oneof kinds are
-        ``kind`` (as :func:`lumos.chakra._wire.decode_nodes` found them)."""
+        ``kind`` (as :func:`lumos.chakra._wire.decode_nodes` found them), in Python where
+        :func:`lumos.chakra._wire_attr_py.use_python` says so."""
         n = off.shape[0]
         off = np.ascontiguousarray(off, dtype=np.int64)
         ln = np.ascontiguousarray(ln, dtype=np.int64)
+        kind = np.asarray(kind, dtype=np.int8)
+        if _wire_attr_py.use_python(int(ln.sum())):  # a first command's few values: no compile
+            return cls(blob, kind, *_wire_attr_py.decode_attr_values(blob, off, ln))
         ptr = np.zeros(n + 1, dtype=np.int64)
         bad = np.zeros(n, dtype=np.int8)
         none = np.zeros(0, dtype=np.int64)
@@ -71,7 +78,7 @@ class AttrTable:
         val = np.empty(total, dtype=np.int64)
         val_len = np.empty(total, dtype=np.int64)
         _wire_attr.decode_attr_values(blob, off, ln, True, ptr, val, val_len, bad)
-        return cls(blob, np.asarray(kind, dtype=np.int8), ptr, val, val_len, bad)
+        return cls(blob, kind, ptr, val, val_len, bad)
 
     def _check(self, k: int) -> int:
         code = int(self.bad[k])
@@ -144,7 +151,7 @@ class AttrRows:
 
     @property
     def table(self) -> AttrTable:
-        """Every row's value (decoded in compiled code on first use)."""
+        """Every row's value (decoded on first use: :meth:`AttrTable.decode`)."""
         if self._table is None:
             self._table = AttrTable.decode(self.blob, self.offsets, self.lengths, self.kinds)
         return self._table

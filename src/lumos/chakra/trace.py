@@ -211,8 +211,8 @@ class ChakraTrace:
 
     @property
     def attr_values(self) -> AttrTable:
-        """Every attribute's value, scalar or list, as one columnar table (decoded in compiled
-        code on first use; row ``k`` is attribute row ``k``)."""
+        """Every attribute's value, scalar or list, as one columnar table (decoded on first
+        use: :meth:`AttrTable.decode`; row ``k`` is attribute row ``k``)."""
         return self.attr_rows.table
 
     def attr_value(self, k: int) -> Any:
