@@ -17,10 +17,11 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(autouse=True)
-def _chakra_decoder_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chakra files decode compiled in every test, whatever numba's cache holds: otherwise a
-    fresh checkout would test the Python decoder of a first command (``lumos.chakra._wire_py``)
-    on small files and a warm one the compiled decoder. ``tests/chakra/test_wire_py.py`` runs
+def _chakra_codec_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chakra files decode and encode compiled in every test, whatever numba's cache holds:
+    otherwise a fresh checkout would test the Python decoder and encoders of a first command
+    (``lumos.chakra._wire_py``, ``lumos.chakra._encode_py``) on small files and a warm one the
+    compiled ones. ``tests/chakra/test_wire_py.py`` and ``tests/chakra/test_encode_py.py`` run
     the two side by side."""
     from lumos.chakra import _wire_py
 

@@ -22,7 +22,9 @@ decoder and encoder among them) by using them on the bundled example (:data:`WAR
 outlives the command if need be. So the compile is paid once, in the background, after a user's
 first command of any kind. A first command that reads Chakra ETs decodes them without the
 compiled decoder, in Python (:mod:`lumos.chakra._wire_py`, the same results), up to
-:data:`SMALL_INPUT_BYTES` of them in all, and compiles it (seconds) only for more. Setting
+:data:`SMALL_INPUT_BYTES` of them in all, and compiles it (seconds) only for more; one that
+writes them (``lumos convert``) encodes them in NumPy (:mod:`lumos.chakra._encode_py`, the same
+bytes) up to its ``MAX_BYTES``. Setting
 ``LUMOS_JIT_BACKGROUND=0`` turns the warmer off.
 
 Rules for a kernel's source, so that the interpreter runs it the same way: arrays are

@@ -80,8 +80,9 @@ def use_python(nbytes: int) -> bool:
 
 @contextmanager
 def compiled() -> Iterator[None]:
-    """Within it, files decode compiled whatever :func:`use_python` would say (the background
-    warmer: it reads a Chakra file to compile the decoder)."""
+    """Within it, files decode compiled whatever :func:`use_python` would say, and encode
+    compiled whatever :func:`lumos.chakra._encode_py.use_python` would say (the background
+    warmer: it writes and reads a Chakra file to compile the encoders and the decoder)."""
     global _compiled_only
     saved, _compiled_only = _compiled_only, True
     try:
