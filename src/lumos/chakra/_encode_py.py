@@ -31,11 +31,11 @@ __all__ = ["MAX_BYTES", "copied_bytes", "encode_attributes", "encode_nodes", "us
 
 #: Bytes that one process encodes here, per encoder, before it compiles that encoder instead
 #: (``write_chakra`` counts the bytes its records copy, ``to_chakra`` the attribute bytes).
-#: ``lumos convert`` of df_index_resolver (162k nodes, a 28 MB ET, 24 MB of it copied spans,
-#: 797k attributes in 19 MB) encodes here in 0.13 s its records (compiled: 0.065 s) and in
-#: 0.06 s its attributes (0.011 s), against 4-7 s to compile the two encoders on a 2-core
-#: machine; 64 MiB cost about 0.35 s and 0.2 s here, well under their compile, and a bigger
-#: output (or many ranks in one process) compiles: it takes long enough for the compile to pay.
+#: ``benchmarks/bench_encode_py.py`` on df_index_resolver as ``lumos convert`` maps it (162k
+#: nodes, a 28 MB ET: 20 MB of copied spans, 797k attributes in 19 MB): the twins encode its
+#: records in 0.13 s (compiled: 0.065 s) and its attributes in 0.06 s (0.011 s), against 3.5-7 s
+#: to compile the two encoders on a 2-core machine. 64 MiB cost about 0.4 s and 0.2 s here,
+#: well under the compile; a bigger output (or many ranks in one process) compiles.
 MAX_BYTES = 64 << 20
 _encoded: dict[Any, int] = {}  # compiled encoder -> bytes encoded here in its stead
 
