@@ -23,8 +23,9 @@ outlives the command if need be. So the compile is paid once, in the background,
 first command of any kind. A first command that reads Chakra ETs decodes them without the
 compiled decoder, in Python (:mod:`lumos.chakra._wire_py`, the same results), up to
 :data:`SMALL_INPUT_BYTES` of them in all, and compiles it (seconds) only for more; their
-attribute values likewise (:mod:`lumos.chakra._wire_attr_py`, up to as many attribute bytes).
-Setting ``LUMOS_JIT_BACKGROUND=0`` turns the warmer off.
+attribute values likewise (:mod:`lumos.chakra._wire_attr_py`, up to as many attribute bytes);
+one that writes them (``lumos convert``) encodes them in NumPy (:mod:`lumos.chakra._encode_py`,
+the same bytes) up to its ``MAX_BYTES``. Setting ``LUMOS_JIT_BACKGROUND=0`` turns the warmer off.
 
 Rules for a kernel's source, so that the interpreter runs it the same way: arrays are
 allocated only with ``np.empty``/``np.zeros``/``np.full`` (one dimension, an explicit dtype) and

@@ -1,13 +1,13 @@
 """Use once, on the bundled example, the compiled functions that numba compiles on first use.
 
 :mod:`lumos._jit`'s background warmer compiles every :class:`~lumos._jit.Kernel` from its one
-declared signature. The other compiled functions (the Chakra decoder and encoder, the layer
+declared signature. The other compiled functions (the Chakra decoder and encoders, the layer
 repeat search) are called with array types that their callers choose, so the warmer compiles
-them the way a command does (the decoders even where a file and its attribute values are small
-enough to decode in Python, :mod:`lumos.chakra._wire_py`, :mod:`lumos.chakra._wire_attr_py`):
-:func:`warm_up` reads the bundled example trace, builds its graph, writes it as a Chakra ET,
-reads that back with every attribute value, maps it back to a graph, looks for its layers, and
-maps a small ET of another tool's making. Afterwards numba's
+them the way a command does (even where a file and its attribute values are small enough to
+decode or encode without them, :mod:`lumos.chakra._wire_py`, :mod:`lumos.chakra._wire_attr_py`,
+:mod:`lumos.chakra._encode_py`): :func:`warm_up` reads the bundled example trace, builds its
+graph, writes it as a Chakra ET, reads that back with every attribute value, maps it back to a
+graph, looks for its layers, and maps a small ET of another tool's making. Afterwards numba's
 cache holds every function of :data:`DISPATCHERS`, and a user's first Chakra command after a
 first replay waits for no compile.
 """

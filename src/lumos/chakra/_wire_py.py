@@ -86,8 +86,9 @@ def stand_in(dispatchers: tuple[Any, ...]) -> bool:
 @contextmanager
 def compiled() -> Iterator[None]:
     """Within it, files and their attribute values decode compiled whatever :func:`use_python`
-    (or :func:`lumos.chakra._wire_attr_py.use_python`) would say (the background warmer: it
-    reads a Chakra file to compile the decoders)."""
+    (or :func:`lumos.chakra._wire_attr_py.use_python`) would say, and encode compiled whatever
+    :func:`lumos.chakra._encode_py.use_python` would say (the background warmer: it writes and
+    reads a Chakra file to compile the encoders and the decoders)."""
     global _compiled_only
     saved, _compiled_only = _compiled_only, True
     try:

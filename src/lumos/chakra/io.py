@@ -39,7 +39,7 @@ import numpy as np
 
 from lumos._io import atomic_write, is_gzip
 from lumos._spans import grow_table, new_table
-from lumos.chakra import _wire, _wire_py
+from lumos.chakra import _encode_py, _wire, _wire_py
 from lumos.chakra.attrs import WireError, read_varint, varint_bytes
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace, ChakraWorkload
 from lumos.errors import ChakraFormatError, ConfigError, InputError, NoTracesError
@@ -436,13 +436,15 @@ def _write_file(trace: ChakraTrace, path: Path, gz: bool) -> Path:
     names_blob = (
         np.frombuffer(b"".join(names_raw), dtype=np.uint8) if names_raw else np.zeros(1, np.uint8)
     )
+    python = _encode_py.use_python(_wire.encode_nodes, _encode_py.copied_bytes(trace, names_off))
+    encode = _encode_py.encode_nodes if python else _wire.encode_nodes
     with atomic_write(path, "wb") as raw_f:
         f = _gzip.GzipFile(fileobj=raw_f, mode="wb", mtime=0) if gz else raw_f
         meta = trace.metadata.raw
         f.write(varint_bytes(len(meta)) + meta)
         for lo in range(0, trace.num_nodes, _CHUNK_NODES):
             hi = min(lo + _CHUNK_NODES, trace.num_nodes)
-            out = _wire.encode_nodes(
+            out = encode(
                 lo, hi, trace.node_id, trace.name_idx, names_blob, names_off, trace.node_type,
                 trace.start_time_micros, trace.duration_micros, trace.blob,
                 trace.inputs_off, trace.inputs_len, trace.outputs_off, trace.outputs_len,

@@ -3,7 +3,9 @@
 :class:`~lumos.chakra.builder.ChakraTraceBuilder` encodes one :class:`Attr` object at a time,
 which costs ~50 us per node with a dozen attributes. Here each attribute is a column (one name,
 one kind, a value per node where a mask is set); the bytes of every ``AttributeProto`` are
-written by one compiled loop, so a graph of a million tasks converts in seconds. Attributes of
+written by one compiled loop, so a graph of a million tasks converts in seconds (a first command,
+before that loop is compiled, runs its NumPy twin :func:`lumos.chakra._encode_py.encode_attributes`
+on up to :data:`~lumos.chakra._encode_py.MAX_BYTES`: the same bytes). Attributes of
 a few nodes that do not fit a column (an ET op's ``op_schema``) come as :class:`Attr` objects and
 are encoded one by one. The bytes are exactly what :func:`lumos.chakra.attrs.encode_attr` writes.
 """
@@ -17,6 +19,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from lumos.chakra import _encode_py
 from lumos.chakra.attrs import Attr, IOInfo, decode_attr, encode_attr, encode_io_info, varint_bytes
 from lumos.chakra.schema import ATTR_KIND_BY_NAME
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace
@@ -179,7 +182,8 @@ def build_trace(
     bound += int(np.diff(raw_off)[val_of[raw_rows]].sum())
     out = np.empty(bound + 1, dtype=np.uint8)
     attr_off = np.empty(col_of.size, dtype=np.int64)
-    end = _encode(prefix_blob, prefix_off, raw_blob, raw_off, col_of, mode, val_of, attr_off, out)
+    encode = _encode_py.encode_attributes if _encode_py.use_python(_encode, bound) else _encode
+    end = encode(prefix_blob, prefix_off, raw_blob, raw_off, col_of, mode, val_of, attr_off, out)
     attr_len = np.diff(np.r_[attr_off, end])
     # inputs / outputs after the attributes in the same blob
     io_parts: list[bytes] = []
