@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from chakra_testdata import ATTRS, EVERY_KIND, _values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_wire_py import ATTRS, DATA, EVERY_KIND, LONG, _f, _rec, _values
+from test_wire_py import DATA, LONG, _f, _rec
 
 from lumos import _jit
 from lumos.chakra import (
