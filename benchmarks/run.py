@@ -291,8 +291,12 @@ def _figures(bench: Bench, out: str) -> dict[str, str]:
     got: dict[str, str] = {}
     for key, pattern in bench.figures.items():
         if key.startswith("*"):
-            values = [int(v) for v in re.findall(pattern, out, re.MULTILINE)]
-            if values:
+            found = re.findall(pattern, out, re.MULTILINE)
+            if found and any("." in v for v in found):  # decimals: as printed, 2 places
+                floats = [float(v) for v in found]
+                got[key[1:]] = f"{min(floats):.2f}-{max(floats):.2f}"
+            elif found:
+                values = [int(v.replace(",", "")) for v in found]
                 got[key[1:]] = f"{min(values):,}-{max(values):,}"
         else:
             found = re.findall(pattern, out, re.MULTILINE)
@@ -365,21 +369,31 @@ def main() -> None:
         if args is None or (a.only and bench.name not in a.only):
             continue
         results[bench.name] = run_one(bench, args)
+        _write(a.json, results, a.quick, t0)  # after each: a failure later loses nothing
     print("\n=== summary")
     for name, entry in results.items():
         row = entry.get("row") if isinstance(entry, dict) else None
         if isinstance(row, dict):
             print(f"{name:12} {row['result']}")
+    total = _write(a.json, results, a.quick, t0)
+    print(f"wrote {a.json} ({total} s in all)")
+
+
+def _write(path: Path, results: dict[str, object], quick: bool, t0: float) -> float:
+    """Write the JSON (atomically: a file beside it, then renamed); returns the seconds so far."""
+    total = round(time.perf_counter() - t0, 1)
     doc = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
         "python": platform.python_version(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "quick": a.quick,
-        "total_s": round(time.perf_counter() - t0, 1),
+        "quick": quick,
+        "total_s": total,
         "benchmarks": results,
     }
-    a.json.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {a.json} ({doc['total_s']} s in all)")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+    return total
 
 
 if __name__ == "__main__":
