@@ -294,7 +294,7 @@ def _figures(bench: Bench, out: str) -> dict[str, str]:
             found = re.findall(pattern, out, re.MULTILINE)
             if found and any("." in v for v in found):  # decimals: as printed, 2 places
                 floats = [float(v) for v in found]
-                got[key[1:]] = f"{min(floats):.2f}-{max(floats):.2f}"
+                got[key[1:]] = f"{min(floats):.2f} to {max(floats):.2f}"
             elif found:
                 values = [int(v.replace(",", "")) for v in found]
                 got[key[1:]] = f"{min(values):,}-{max(values):,}"
