@@ -95,3 +95,26 @@ NODES = st.lists(
     ),
     max_size=8,
 )
+
+
+def mutate(raw: bytes, data: st.DataObject, ops: tuple[int, int], cut: int, insert: int) -> bytes:
+    """``raw`` after a number of edits in ``ops`` (inclusive) drawn from ``data``: a byte
+    overwritten, up to ``cut`` bytes cut, or up to ``insert`` random bytes inserted."""
+    out = bytearray(raw)
+    for _ in range(data.draw(st.integers(*ops))):
+        op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        pos = data.draw(st.integers(0, len(out)))
+        if op == "flip" and pos < len(out):
+            out[pos] = data.draw(st.integers(0, 255))
+        elif op == "cut":
+            del out[pos : pos + data.draw(st.integers(1, cut))]
+        else:
+            out[pos:pos] = data.draw(st.binary(min_size=1, max_size=insert))
+    return bytes(out)
+
+
+class Uncompiled:
+    """A numba dispatcher that has compiled nothing (for the tests of which codec is used)."""
+
+    def __init__(self) -> None:
+        self.overloads: dict = {}

@@ -7,7 +7,7 @@ import functools
 import gzip
 
 import pytest
-from chakra_testdata import astra_custom, astra_micro, realdata
+from chakra_testdata import astra_custom, astra_micro, mutate, realdata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.realdata import needs_realdata
@@ -113,18 +113,9 @@ def test_unknown_fields_survive(tmp_path):
     data=st.data(),
 )
 def test_fuzzed_real_files_read_cleanly_or_raise_lumos_error(tmp_path, src, data):
-    raw = bytearray(_real(src))
-    for _ in range(data.draw(st.integers(1, 6))):
-        op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
-        pos = data.draw(st.integers(0, max(len(raw) - 1, 0)))
-        if op == "flip" and raw:
-            raw[pos] = data.draw(st.integers(0, 255))
-        elif op == "cut":
-            del raw[pos : pos + data.draw(st.integers(1, 16))]
-        else:
-            raw[pos:pos] = data.draw(st.binary(min_size=1, max_size=8))
+    raw = mutate(_real(src), data, (1, 6), cut=16, insert=8)
     p = tmp_path / "f.et"
-    p.write_bytes(bytes(raw))
+    p.write_bytes(raw)
     try:
         t = read_chakra(p)
     except LumosError:

@@ -18,7 +18,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from chakra_testdata import ATTRS, EVERY_KIND, NODES
+from chakra_testdata import ATTRS, EVERY_KIND, NODES, Uncompiled
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.realdata import SIMPLE_ADD_DIR, needs_realdata, realdata, trace
@@ -253,18 +253,11 @@ def test_generated_attribute_columns_encode_the_same(kwargs):
 
 
 # ---- which encoder is used ------------------------------------------------------------------
-class _Uncompiled:
-    """A numba dispatcher that has compiled nothing."""
-
-    def __init__(self) -> None:
-        self.overloads: dict = {}
-
-
 def test_python_encoders_are_used_only_uncached_and_within_the_budget(monkeypatch):
     monkeypatch.setattr(_wire_py, "_compiled_only", False)  # undo tests/conftest.py
     monkeypatch.setattr(_encode_py, "_encoded", {})
     monkeypatch.setattr(_jit, "cached", lambda disp: False)
-    nodes, attrs = _Uncompiled(), _Uncompiled()
+    nodes, attrs = Uncompiled(), Uncompiled()
     use = _encode_py.use_python
     assert not use(nodes, _encode_py.MAX_BYTES + 1)
     assert use(nodes, _encode_py.MAX_BYTES // 2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from chakra_testdata import ATTRS, EVERY_KIND, _values
+from chakra_testdata import ATTRS, EVERY_KIND, Uncompiled, _values, mutate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wire_py import DATA, LONG, _f, _rec
@@ -260,20 +260,7 @@ def test_generated_bodies_decode_the_same(bodies):
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bodies=st.lists(BODY, min_size=1, max_size=4), data=st.data())
 def test_mutated_bodies_decode_or_fail_the_same(bodies, data):
-    mutated = []
-    for body in bodies:
-        raw = bytearray(body)
-        for _ in range(data.draw(st.integers(0, 3))):
-            op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
-            pos = data.draw(st.integers(0, len(raw)))
-            if op == "flip" and pos < len(raw):
-                raw[pos] = data.draw(st.integers(0, 255))
-            elif op == "cut":
-                del raw[pos : pos + data.draw(st.integers(1, 8))]
-            else:
-                raw[pos:pos] = data.draw(st.binary(min_size=1, max_size=12))
-        mutated.append(bytes(raw))
-    _same(*_pack(mutated))
+    _same(*_pack([mutate(body, data, (0, 3), cut=8, insert=12) for body in bodies]))
 
 
 @settings(max_examples=300, deadline=None)
@@ -283,17 +270,10 @@ def test_arbitrary_bytes_decode_or_fail_the_same(bodies):
 
 
 # ---- which decoder AttrTable.decode uses ----------------------------------------------------
-class _Uncompiled:
-    """A numba dispatcher that has compiled nothing."""
-
-    def __init__(self) -> None:
-        self.overloads: dict = {}
-
-
 def test_python_decoder_is_used_only_uncached_small_and_within_the_budget(monkeypatch):
     monkeypatch.setattr(_wire_py, "_compiled_only", False)  # undo tests/conftest.py
     monkeypatch.setattr(_wire_attr_py, "_decoded", 0)
-    monkeypatch.setattr(_wire_attr_py, "_COMPILED", (_Uncompiled(),))
+    monkeypatch.setattr(_wire_attr_py, "_COMPILED", (Uncompiled(),))
     monkeypatch.setattr(_jit, "cached", lambda disp: False)
     limit = _wire_attr_py.MAX_BYTES
     assert limit == _jit.SMALL_INPUT_BYTES
@@ -303,7 +283,7 @@ def test_python_decoder_is_used_only_uncached_small_and_within_the_budget(monkey
     assert not _wire_attr_py.use_python(1)  # this process has decoded its share
     monkeypatch.setattr(_wire_attr_py, "_decoded", 0)
     monkeypatch.setattr(_wire_py, "_decoded", 0)
-    monkeypatch.setattr(_wire_py, "_COMPILED", (_Uncompiled(), _Uncompiled()))
+    monkeypatch.setattr(_wire_py, "_COMPILED", (Uncompiled(), Uncompiled()))
     assert _wire_py.use_python(limit)  # the node decoder's budget is its own
     assert _wire_attr_py.use_python(10)
     with _wire_py.compiled():  # the background warmer compiles this decoder too
@@ -351,8 +331,8 @@ def test_read_chakra_attribute_values_need_no_compile_on_a_first_run(monkeypatch
     monkeypatch.setattr(_wire_py, "_compiled_only", False)
     monkeypatch.setattr(_wire_py, "_decoded", 0)
     monkeypatch.setattr(_wire_attr_py, "_decoded", 0)
-    monkeypatch.setattr(_wire_py, "_COMPILED", (_Uncompiled(), _Uncompiled()))
-    monkeypatch.setattr(_wire_attr_py, "_COMPILED", (_Uncompiled(),))
+    monkeypatch.setattr(_wire_py, "_COMPILED", (Uncompiled(), Uncompiled()))
+    monkeypatch.setattr(_wire_attr_py, "_COMPILED", (Uncompiled(),))
 
     def refuse(*args):
         raise AssertionError("the compiled decoder was called")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from chakra_testdata import EVERY_KIND, NODES
+from chakra_testdata import EVERY_KIND, NODES, Uncompiled, mutate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -116,18 +116,9 @@ def test_generated_traces_decode_the_same(nodes):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=NODES, data=st.data())
 def test_mutated_traces_decode_or_fail_the_same(nodes, data):
-    raw = bytearray(_file(nodes))
-    for _ in range(data.draw(st.integers(1, 4))):
-        op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
-        pos = data.draw(st.integers(0, max(len(raw) - 1, 0)))
-        if op == "flip" and raw:
-            raw[pos] = data.draw(st.integers(0, 255))
-        elif op == "cut":
-            del raw[pos : pos + data.draw(st.integers(1, 8))]
-        else:
-            raw[pos:pos] = data.draw(st.binary(min_size=1, max_size=12))
+    raw = mutate(_file(nodes), data, (1, 4), cut=8, insert=12)
     if raw:
-        _same(bytes(raw))
+        _same(raw)
 
 
 # ---- malformed buffers ----------------------------------------------------------------------
@@ -234,17 +225,10 @@ def test_float32_nan_payload_is_cast_as_the_compiled_decoder_casts():
 
 
 # ---- which decoder read_chakra uses ---------------------------------------------------------
-class _Uncompiled:
-    """A numba dispatcher that has compiled nothing."""
-
-    def __init__(self) -> None:
-        self.overloads: dict = {}
-
-
 def test_python_decoder_is_used_only_uncached_small_and_within_the_budget(monkeypatch):
     monkeypatch.setattr(_wire_py, "_compiled_only", False)  # undo tests/conftest.py
     monkeypatch.setattr(_wire_py, "_decoded", 0)
-    monkeypatch.setattr(_wire_py, "_COMPILED", (_Uncompiled(), _Uncompiled()))
+    monkeypatch.setattr(_wire_py, "_COMPILED", (Uncompiled(), Uncompiled()))
     monkeypatch.setattr(_jit, "cached", lambda disp: False)
     assert _wire_py.MAX_BYTES == _jit.SMALL_INPUT_BYTES
     assert not _wire_py.use_python(_wire_py.MAX_BYTES + 1)

@@ -36,7 +36,7 @@ from lumos.chakra._wire_attr import (
     _B_UINT32,
     _B_ZIGZAG,
 )
-from lumos.chakra._wire_py import _WT, _skip, _varint, _vcode
+from lumos.chakra._wire_py import _WT, _skip, _span, _varint, _vcode
 
 __all__ = ["MAX_BYTES", "decode_attr_values", "use_python"]
 
@@ -94,11 +94,9 @@ def _element(body: bytes, p: int, e: int, base: int, vals: list[int], lens: list
         lens.append(0)
         return p
     if wt == 2:
-        ln, p = _varint(body, p, e)
+        p, ln = _span(body, p, e)
         if p < 0:
-            return -_vcode(p)
-        if ln > e - p:
-            return -E_FIELD_PAST_END
+            return p
         vals.append(p)
         lens.append(ln)
         return p + ln

@@ -122,6 +122,17 @@ def _signed(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
+def _span(data: bytes, p: int, end: int) -> tuple[int, int]:
+    """``(start, length)`` of the length-delimited value at ``data[p]``; ``(-code, 0)`` when its
+    length is truncated or runs past ``end``."""
+    ln, p = _varint(data, p, end)
+    if p < 0:
+        return -_vcode(p), 0
+    if ln > end - p:
+        return -E_FIELD_PAST_END, 0
+    return p, ln
+
+
 def _skip(data: bytes, p: int, end: int, wt: int) -> int:
     """Position after a field value of wire type ``wt``; negative error code on failure."""
     if wt == 0:
@@ -132,11 +143,9 @@ def _skip(data: bytes, p: int, end: int, wt: int) -> int:
     elif wt == 5:
         p += 4
     elif wt == 2:
-        ln, p = _varint(data, p, end)
+        p, ln = _span(data, p, end)
         if p < 0:
-            return -_vcode(p)
-        if ln > end - p:
-            return -E_FIELD_PAST_END
+            return p
         p += ln
     else:
         return -E_GROUP
@@ -190,11 +199,9 @@ def _decode_attr(data: bytes, p: int, e: int) -> tuple[int, int, int, int, int, 
         if 1 <= fno <= 32 and wt != _WT[fno]:
             return E_ATTR_WIRE_TYPE, name_o, name_l, kind, ival, fval
         if fno == 1:
-            ln, p = _varint(data, p, e)
+            p, ln = _span(data, p, e)
             if p < 0:
-                return _vcode(p), name_o, name_l, kind, ival, fval
-            if ln > e - p:
-                return E_FIELD_PAST_END, name_o, name_l, kind, ival, fval
+                return -p, name_o, name_l, kind, ival, fval
             name_o, name_l = p, ln
             p += ln
             continue
