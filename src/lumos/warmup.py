@@ -2,14 +2,15 @@
 
 :mod:`lumos._jit`'s background warmer compiles every :class:`~lumos._jit.Kernel` from its one
 declared signature. The other compiled functions (the Chakra decoder and encoders, the layer
-repeat search) are called with array types that their callers choose, so the warmer compiles
+repeat search, the op-sequence alignment) are called with array types that their callers choose, so the warmer compiles
 them the way a command does (even where a file and its attribute values are small enough to
 decode or encode without them, :mod:`lumos.chakra._wire_py`, :mod:`lumos.chakra._wire_attr_py`,
 :mod:`lumos.chakra._encode_py`): :func:`warm_up` reads the bundled example trace, builds its
 graph, writes it as a Chakra ET, reads that back with every attribute value, maps it back to a
-graph, looks for its layers, and maps a small ET of another tool's making. Afterwards numba's
-cache holds every function of :data:`DISPATCHERS`, and a user's first Chakra command after a
-first replay waits for no compile.
+graph, looks for its layers, aligns two op sequences (the linking of a PyTorch ET), and maps
+a small ET of another tool's making. Afterwards numba's cache holds every function of
+:data:`DISPATCHERS`, and a user's first Chakra command after a first replay waits for no
+compile.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import importlib
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 __all__ = ["DISPATCHERS", "dispatchers", "warm_up"]
 
@@ -29,6 +32,7 @@ DISPATCHERS = (
     "lumos.chakra._wire_attr:decode_attr_values",
     "lumos.chakra.mapping_encode:_encode",
     "lumos.estimate.layers:_best_repeat",
+    "lumos.link.align:_lcs_kernel",
 )
 
 
@@ -52,9 +56,12 @@ def warm_up() -> None:
     from lumos.examples_data import example_trace_path
     from lumos.graph.build import build_graph
     from lumos.ingest.kineto import read_kineto
+    from lumos.link.align import align
 
     graph = build_graph(read_kineto(example_trace_path()))
     find_layers(graph)
+    # linking a PyTorch ET to its Kineto trace aligns their op sequences (the example has no ET)
+    align(np.array([1, 2, 3]), np.array([1, 4, 3]))  # 2 and 4 differ: the LCS kernel
     with tempfile.TemporaryDirectory(prefix="lumos-warm-") as d, _wire_py.compiled():
         path = write_chakra(to_chakra(graph), Path(d) / "warm.0.et")[0]
         et = read_chakra(path)
