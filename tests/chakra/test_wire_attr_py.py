@@ -272,7 +272,7 @@ def test_arbitrary_bytes_decode_or_fail_the_same(bodies):
 # ---- which decoder AttrTable.decode uses ----------------------------------------------------
 def test_python_decoder_is_used_only_uncached_small_and_within_the_budget(monkeypatch):
     monkeypatch.setattr(_wire_py, "_compiled_only", False)  # undo tests/conftest.py
-    monkeypatch.setattr(_wire_attr_py, "_decoded", 0)
+    monkeypatch.setattr(_wire_attr_py, "_spent", {})
     monkeypatch.setattr(_wire_attr_py, "_COMPILED", (Uncompiled(),))
     monkeypatch.setattr(_jit, "cached", lambda disp: False)
     limit = _wire_attr_py.MAX_BYTES
@@ -281,8 +281,8 @@ def test_python_decoder_is_used_only_uncached_small_and_within_the_budget(monkey
     assert _wire_attr_py.use_python(limit // 2)
     assert _wire_attr_py.use_python(limit // 2)
     assert not _wire_attr_py.use_python(1)  # this process has decoded its share
-    monkeypatch.setattr(_wire_attr_py, "_decoded", 0)
-    monkeypatch.setattr(_wire_py, "_decoded", 0)
+    monkeypatch.setattr(_wire_attr_py, "_spent", {})
+    monkeypatch.setattr(_wire_py, "_spent", {})
     monkeypatch.setattr(_wire_py, "_COMPILED", (Uncompiled(), Uncompiled()))
     assert _wire_py.use_python(limit)  # the node decoder's budget is its own
     assert _wire_attr_py.use_python(10)
@@ -329,8 +329,8 @@ def test_attr_table_decodes_with_the_decoder_use_python_names(monkeypatch, pytho
 def test_read_chakra_attribute_values_need_no_compile_on_a_first_run(monkeypatch, tmp_path):
     """A small file's nodes and attribute values decode with neither compiled decoder."""
     monkeypatch.setattr(_wire_py, "_compiled_only", False)
-    monkeypatch.setattr(_wire_py, "_decoded", 0)
-    monkeypatch.setattr(_wire_attr_py, "_decoded", 0)
+    monkeypatch.setattr(_wire_py, "_spent", {})
+    monkeypatch.setattr(_wire_attr_py, "_spent", {})
     monkeypatch.setattr(_wire_py, "_COMPILED", (Uncompiled(), Uncompiled()))
     monkeypatch.setattr(_wire_attr_py, "_COMPILED", (Uncompiled(),))
 

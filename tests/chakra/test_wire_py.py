@@ -227,7 +227,7 @@ def test_float32_nan_payload_is_cast_as_the_compiled_decoder_casts():
 # ---- which decoder read_chakra uses ---------------------------------------------------------
 def test_python_decoder_is_used_only_uncached_small_and_within_the_budget(monkeypatch):
     monkeypatch.setattr(_wire_py, "_compiled_only", False)  # undo tests/conftest.py
-    monkeypatch.setattr(_wire_py, "_decoded", 0)
+    monkeypatch.setattr(_wire_py, "_spent", {})
     monkeypatch.setattr(_wire_py, "_COMPILED", (Uncompiled(), Uncompiled()))
     monkeypatch.setattr(_jit, "cached", lambda disp: False)
     assert _wire_py.MAX_BYTES == _jit.SMALL_INPUT_BYTES
@@ -235,7 +235,7 @@ def test_python_decoder_is_used_only_uncached_small_and_within_the_budget(monkey
     assert _wire_py.use_python(_wire_py.MAX_BYTES // 2)
     assert _wire_py.use_python(_wire_py.MAX_BYTES // 2)
     assert not _wire_py.use_python(1)  # this process has decoded its share
-    monkeypatch.setattr(_wire_py, "_decoded", 0)
+    monkeypatch.setattr(_wire_py, "_spent", {})
     with _wire_py.compiled():
         assert not _wire_py.use_python(10)
     assert _wire_py.use_python(10)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lumos import _jit
 from lumos.chakra import _wire_py
 
 if TYPE_CHECKING:
@@ -49,13 +48,7 @@ def use_python(compiled: Any, nbytes: int) -> bool:
     of output: it is neither loaded nor in numba's cache, this process has encoded at most
     :data:`MAX_BYTES` here in its stead, these included (they are counted), and it is not
     inside :func:`lumos.chakra._wire_py.compiled`."""
-    done = _encoded.get(compiled, 0)
-    if _wire_py._compiled_only or done + nbytes > MAX_BYTES:
-        return False
-    if compiled.overloads or _jit.cached(compiled):
-        return False
-    _encoded[compiled] = done + nbytes
-    return True
+    return _wire_py.take(_encoded, compiled, (compiled,), nbytes, MAX_BYTES)
 
 
 def copied_bytes(trace: ChakraTrace, names_off: np.ndarray) -> int:

@@ -47,7 +47,7 @@ __all__ = ["MAX_BYTES", "decode_attr_values", "use_python"]
 #: decode here in 0.40 s; the slowest bodies, 8 MiB of distinct 7-byte ones (1.2M), in 4.2 s,
 #: about one compile of the decoder.
 MAX_BYTES = _jit.SMALL_INPUT_BYTES
-_decoded = 0
+_spent: dict[str, int] = {}
 _COMPILED = (_wire_attr.decode_attr_values,)
 
 _BASE = tuple(_wire_attr._BASE.tolist())
@@ -61,11 +61,7 @@ def use_python(nbytes: int) -> bool:
     """Whether to decode ``nbytes`` of attribute bodies here: the compiled decoder is neither
     loaded nor in numba's cache, this process has decoded at most :data:`MAX_BYTES` here, these
     included (they are counted), and it is not inside :func:`lumos.chakra._wire_py.compiled`."""
-    global _decoded
-    if _decoded + nbytes > MAX_BYTES or not _wire_py.stand_in(_COMPILED):
-        return False
-    _decoded += nbytes
-    return True
+    return _wire_py.take(_spent, "attrs", _COMPILED, nbytes, MAX_BYTES)
 
 
 def _integer(base: int, v: int) -> int:

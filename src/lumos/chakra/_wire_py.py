@@ -47,14 +47,14 @@ from lumos.chakra._wire import (
     MalformedNode,
 )
 
-__all__ = ["MAX_BYTES", "compiled", "decode_nodes", "scan_records", "stand_in", "use_python"]
+__all__ = ["MAX_BYTES", "compiled", "decode_nodes", "scan_records", "stand_in", "take", "use_python"]
 
 #: Bytes (decompressed) that one process decodes here, all files together; beyond, it compiles.
 #: ``benchmarks/bench_chakra.py --python-decoder``: 8 MiB of a ``lumos convert`` ET (48k nodes,
 #: 265k attributes) decode here in 0.64 s and upstream's chakra.0.et in 0.04 s, against 5 s to
 #: compile the decoder; a many-rank workload compiles once instead of decoding slowly rank by rank.
 MAX_BYTES = _jit.SMALL_INPUT_BYTES
-_decoded = 0
+_spent: dict[str, int] = {}
 _compiled_only = False
 _COMPILED = (_wire.scan_records, _wire.decode_nodes)
 
@@ -70,17 +70,27 @@ def use_python(nbytes: int) -> bool:
     """Whether to decode ``nbytes`` here: the compiled decoder is neither loaded nor in numba's
     cache, and this process has decoded at most :data:`MAX_BYTES` here, these included (they
     are counted), and is not inside :func:`compiled`."""
-    global _decoded
-    if _decoded + nbytes > MAX_BYTES or not stand_in(_COMPILED):
-        return False
-    _decoded += nbytes
-    return True
+    return take(_spent, "nodes", _COMPILED, nbytes, MAX_BYTES)
 
 
 def stand_in(dispatchers: tuple[Any, ...]) -> bool:
     """Whether Python stands in for the compiled ``dispatchers``: one of them is neither loaded
     nor in numba's cache, and the caller is not inside :func:`compiled`."""
     return not _compiled_only and not all(d.overloads or _jit.cached(d) for d in dispatchers)
+
+
+def take(
+    budget: dict[Any, int], key: Any, dispatchers: tuple[Any, ...], nbytes: int, limit: int
+) -> bool:
+    """Whether Python stands in for ``dispatchers`` (:func:`stand_in`) for ``nbytes`` more bytes
+    of work, the bytes this process ran so far in their stead being ``budget[key]``, which
+    stays within ``limit``; the bytes are counted when it does (the rule of every Python twin
+    of compiled Chakra code: the node and attribute decoders, the encoders)."""
+    spent = budget.get(key, 0)
+    if spent + nbytes > limit or not stand_in(dispatchers):
+        return False
+    budget[key] = spent + nbytes
+    return True
 
 
 @contextmanager
