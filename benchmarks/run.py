@@ -155,11 +155,15 @@ BENCHES = [
             "up": r"chakra\.0\.et, upstream[^\n]*read_chakra is ([\d.]+)x",
             "files": r"all (\d+) realdata ETs",
             "all": r"realdata ETs[^\n]*read_chakra is ([\d.]+)x",
+            "conv_cols": r"lumos convert[^\n]*\n[^\n]*\n  the same fields as columns[^\n]* ([\d.]+)x",
+            "up_cols": r"chakra\.0\.et, upstream[^\n]*\n[^\n]*\n  the same fields as columns"
+            r"[^\n]* ([\d.]+)x",
         },
         (
             "Chakra read + every node's id, name, type, deps, duration, attribute names",
             "{conv}x mlc-chakra on the ET `lumos convert` writes for df_index_resolver ({nodes} "
-            "nodes), {up}x on upstream's chakra.0.et, {all}x on all {files} realdata ETs",
+            "nodes), {up}x on upstream's chakra.0.et, {all}x on all {files} realdata ETs (node "
+            "views); the same fields as columns {conv_cols}x and {up_cols}x",
         ),
     ),
     Bench(
