@@ -11,6 +11,7 @@ thread's next launch. HIP traces write the stream into ``args`` and ``cuda_sync`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,7 +20,7 @@ from lumos.graph.build_tasks import TaskLayout
 from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_schema import Category
 
-__all__ = ["Launches", "find_launches"]
+__all__ = ["Launches", "find_launches", "search_many"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,6 +82,32 @@ class Launches:
             return -1
         k = int(tl[0].searchsorted(ts_ns, side="right"))
         return int(tl[1][k]) if k < len(tl[0]) else -1
+
+
+def search_many(
+    groups: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]],
+    keys: NDArray[np.int64],
+    ts_ns: NDArray[np.int64],
+    *,
+    side: Literal["left", "right"],
+    shift: int,
+) -> NDArray[np.int64]:
+    """Many :class:`Launches` queries at once: for each ``(keys[i], ts_ns[i])``, the value at
+    position ``searchsorted(times, ts_ns[i], side) + shift`` of ``groups[keys[i]] = (times,
+    values)`` (times sorted), -1 where the key has no group or the position is out of range.
+    ``side="left", shift=-1`` is "the last one strictly before", ``side="left", shift=0`` "the
+    first one at or after", ``side="right", shift=0`` "the first one after"."""
+    out = np.full(keys.shape[0], -1, dtype=np.int64)
+    for key in np.unique(keys).tolist():
+        group = groups.get(int(key))
+        if group is None:
+            continue
+        times, values = group
+        sel = np.flatnonzero(keys == key)
+        k = times.searchsorted(ts_ns[sel], side=side) + shift
+        ok = (k >= 0) & (k < times.shape[0])
+        out[sel[ok]] = values[k[ok]]
+    return out
 
 
 def correlation_index(trace: KinetoTrace) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from lumos.diagnostics import Diagnostics
 from lumos.graph.build_links import Launches
+from lumos.graph.build_stream_waits import StreamWaits, plan_stream_waits
 from lumos.graph.build_tasks import TaskLayout
 from lumos.graph.model import WaitKind
 from lumos.ingest.kineto import KinetoTrace
@@ -95,18 +96,25 @@ def plan_syncs(
     records_by_thread = {}
     for p in np.unique(rec_thread).tolist():
         tasks = record_tasks[rec_thread == p]
-        records_by_thread[int(p)] = (tasks, layout.ts_ns[tasks])
-
-    for t in rt_tasks[is_sync[rt_names]].tolist():
+        records_by_thread[int(p)] = (layout.ts_ns[tasks], tasks)
+    sync_tasks = rt_tasks[is_sync[rt_names]]
+    sync_names = rt_names[is_sync[rt_names]]
+    is_wait = np.array([bool(_STREAM_WAIT.match(n)) for n in names], dtype=bool)
+    wait_tasks = sync_tasks[is_wait[sync_names]]
+    waits = plan_stream_waits(wait_tasks, layout, launches, sync_by_corr, wait_on_first,
+                              stream_gp, record_task_by_corr, records_by_thread,
+                              ev.correlation_id[layout.event_idx[wait_tasks]])  # fmt: skip
+    k = 0  # the next stream wait's row of waits: warned in call order, as the other syncs
+    for t, name_idx in zip(sync_tasks.tolist(), sync_names.tolist(), strict=True):
+        if is_wait[name_idx]:
+            _add_stream_wait(waits, k, int(layout.ts_ns[t]), plan, diag)
+            k += 1
+            continue
         e = int(layout.event_idx[t])
-        name = names[int(ev.name_idx[e])]
+        name = names[name_idx]
         thread = int(layout.processor_idx[t])
         s, f = int(layout.ts_ns[t]), int(end[t])
         corr = int(ev.correlation_id[e])
-        if _STREAM_WAIT.match(name):
-            _plan_stream_wait(t, corr, layout, launches, plan, diag, sync_by_corr, wait_on_first,
-                              stream_gp, record_task_by_corr, records_by_thread)  # fmt: skip
-            continue
         kind: WaitKind | None = None
         if _DEVICE_SYNC.match(name):
             kind = WaitKind.DEVICE
@@ -223,81 +231,15 @@ def _known_stream(
     return -1
 
 
-def _plan_stream_wait(
-    t: int,
-    corr: int,
-    layout: TaskLayout,
-    launches: Launches,
-    plan: SyncPlan,
-    diag: Diagnostics,
-    sync_by_corr: dict[int, tuple[int, int, int]],
-    wait_on_first: dict[int, int],
-    stream_gp: dict[tuple[int, int], int],
-    record_task_by_corr: dict[int, int],
-    records_by_thread: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]],
-) -> None:
-    """One cudaStreamWaitEvent -> an edge from the recorded GPU task to the waiting stream."""
-    thread = int(layout.processor_idx[t])
-    s = int(layout.ts_ns[t])
-    dev = min((d for d, _ in stream_gp), default=0)
-    info = sync_by_corr.get(corr)
-    record = -1
-    waiting = rec_stream = -1
-    if info is not None and info[0] == 3:
-        record = record_task_by_corr.get(info[2], -1)
-        waiting = stream_gp.get((dev, info[1]), -1)
-        if corr in wait_on_first:
-            rec_stream = stream_gp.get((dev, wait_on_first[corr]), -1)
-    if record < 0:
-        record = _previous_record(records_by_thread, thread, s)
-    if record >= 0:
-        r_ts, r_thread = int(layout.ts_ns[record]), int(layout.processor_idx[record])
-    else:
+def _add_stream_wait(waits: StreamWaits, k: int, s: int, plan: SyncPlan, diag: Diagnostics) -> None:
+    """Stream wait ``k`` of ``waits`` (its call at ``s`` ns) into ``plan``, warning as it says."""
+    if waits.without_record[k]:
         # some Kineto versions do not trace cudaEventRecord: PyTorch records right before it
         # waits, so the event holds the thread's latest launch
         diag.warn("stream_wait_without_record", f"call at {s} ns")
-        r_ts, r_thread = s, thread
-    if rec_stream < 0:
-        rec_stream = launches.stream_of_previous_launch(r_thread, r_ts)
-    pairs = [(rec_stream, waiting)]
-    if waiting < 0:
-        waiting = launches.stream_of_next_launch(thread, s)
-        if waiting < 0:
-            # no later launch from this thread (the backward thread's last wait, for the
-            # optimizer the main thread launches next): its current stream is its latest launch
-            # onto a stream other than the event's, or, if the record was not on its latest
-            # launch's stream, the other way round
-            other = launches.stream_of_previous_launch_except(thread, s, rec_stream)
-            pairs = [(rec_stream, other), (other, rec_stream)]
-        elif waiting == rec_stream and record >= 0 and info is None:
-            # a stream never waits for its own event: the record was made on another stream
-            # than the thread's latest launch, the latest other one it launched onto
-            pairs = [(launches.stream_of_previous_launch_except(r_thread, r_ts, waiting), waiting)]
-        else:
-            pairs = [(rec_stream, waiting)]
-    for rec, wait_on in pairs:
-        if rec < 0 or wait_on < 0 or rec == wait_on:
-            continue
-        src = launches.last_launched_before(rec, r_ts)
-        dst = launches.first_launched_after(wait_on, s)
-        if src < 0 or dst < 0:
-            continue
-        if layout.ts_ns[src] + layout.dur_ns[src] > layout.ts_ns[dst] + _TOLERANCE_NS:
-            diag.warn("inter_stream_edge_contradicted", f"task {src} -> {dst}")
-            return
+    src, dst = int(waits.src[k]), int(waits.dst[k])
+    if waits.contradicted[k]:
+        diag.warn("inter_stream_edge_contradicted", f"task {src} -> {dst}")
+    elif src >= 0:
         plan.stream_src.append(src)
         plan.stream_dst.append(dst)
-        return
-
-
-def _previous_record(
-    records: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]], thread: int, ts_ns: int
-) -> int:
-    """The latest event-record call on ``thread`` that started before ``ts_ns`` (-1 if none);
-    ``records`` holds each thread's record calls and their start times."""
-    found = records.get(thread)
-    if found is None:
-        return -1
-    tasks, starts = found
-    k = int(starts.searchsorted(ts_ns, side="left")) - 1
-    return int(tasks[k]) if k >= 0 else -1
