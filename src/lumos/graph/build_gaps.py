@@ -177,8 +177,11 @@ def attribute_gaps(
         # a thread with few gaps of its own (a poller, a worker) mostly waits: its median gap is
         # a wait, and its usual overhead is that of all threads together
         floor = overhead_floor_ns(own) if (own > 0).sum() >= MIN_OWN_GAPS else trace_floor
-        prev_name = np.concatenate(([-2], names[tasks[:-1]]))
-        _, key = np.unique(np.stack([prev_name, names[tasks]]), axis=1, return_inverse=True)
+        # one id per (previous op, op) pair, numbered as the pairs sort (names are -1 for
+        # synthetic tasks, and the thread's first task has the previous name -2)
+        span = int(names.max(initial=0)) + 2
+        prev_name = np.concatenate(([-2], names[tasks[:-1]])).astype(np.int64)
+        _, key = np.unique((prev_name + 2) * span + (names[tasks] + 1), return_inverse=True)
         key = key.reshape(-1)
         found: list[tuple[int, int, int, int]] = []  # (i, releaser, reaction, key)
         long_gaps = np.flatnonzero(gap > WAIT_FACTOR * max(floor, 1))
