@@ -36,10 +36,11 @@ Groups = dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]]
 
 @dataclass(frozen=True)
 class StreamWaits:
-    """Per stream-wait call (in the order given): the edge ``src -> dst`` it makes (-1: none),
-    whether its edge was dropped as contradicted by the recording, and whether no record call
-    was found for it (the wait itself stood in)."""
+    """Per stream-wait call (in the order given): its start, the edge ``src -> dst`` it makes
+    (-1: none), whether that edge was dropped as contradicted by the recording, and whether no
+    record call was found for it (the wait itself stood in)."""
 
+    ts_ns: NDArray[np.int64]
     src: NDArray[np.int64]
     dst: NDArray[np.int64]
     contradicted: NDArray[np.bool_]
@@ -113,7 +114,7 @@ def plan_stream_waits(
     end = layout.ts_ns + layout.dur_ns
     contradicted = np.zeros(n, dtype=bool)
     contradicted[made] = end[src[made]] > layout.ts_ns[dst[made]] + _TOLERANCE_NS
-    return StreamWaits(src, dst, contradicted, without)
+    return StreamWaits(s, src, dst, contradicted, without)
 
 
 def _edges(

@@ -104,11 +104,18 @@ def plan_syncs(
     waits = plan_stream_waits(wait_tasks, layout, launches, sync_by_corr, wait_on_first,
                               stream_gp, record_task_by_corr, records_by_thread,
                               ev.correlation_id[layout.event_idx[wait_tasks]])  # fmt: skip
-    k = 0  # the next stream wait's row of waits: warned in call order, as the other syncs
+    edge = (waits.src >= 0) & ~waits.contradicted
+    plan.stream_src.extend(waits.src[edge].tolist())
+    plan.stream_dst.extend(waits.dst[edge].tolist())
+    # each stream-wait warning is warned, all its calls at once, where its first call is met:
+    # the codes keep the order of their first calls among the other syncs' warnings
+    firsts = _first_warnings(waits)
+    k = -1  # the row of waits of the current stream wait
     for t, name_idx in zip(sync_tasks.tolist(), sync_names.tolist(), strict=True):
         if is_wait[name_idx]:
-            _add_stream_wait(waits, k, int(layout.ts_ns[t]), plan, diag)
             k += 1
+            for code, count, example in firsts.get(k, ()):
+                diag.warn(code, example, count)
             continue
         e = int(layout.event_idx[t])
         name = names[name_idx]
@@ -231,15 +238,19 @@ def _known_stream(
     return -1
 
 
-def _add_stream_wait(waits: StreamWaits, k: int, s: int, plan: SyncPlan, diag: Diagnostics) -> None:
-    """Stream wait ``k`` of ``waits`` (its call at ``s`` ns) into ``plan``, warning as it says."""
-    if waits.without_record[k]:
+def _first_warnings(waits: StreamWaits) -> dict[int, list[tuple[str, int, str]]]:
+    """Row of ``waits`` -> the (code, count, example) warnings whose first call it is."""
+    out: dict[int, list[tuple[str, int, str]]] = {}
+    without = np.flatnonzero(waits.without_record)
+    if without.size:
+        k = int(without[0])
         # some Kineto versions do not trace cudaEventRecord: PyTorch records right before it
         # waits, so the event holds the thread's latest launch
-        diag.warn("stream_wait_without_record", f"call at {s} ns")
-    src, dst = int(waits.src[k]), int(waits.dst[k])
-    if waits.contradicted[k]:
-        diag.warn("inter_stream_edge_contradicted", f"task {src} -> {dst}")
-    elif src >= 0:
-        plan.stream_src.append(src)
-        plan.stream_dst.append(dst)
+        out.setdefault(k, []).append(("stream_wait_without_record", int(without.size),
+                                      f"call at {int(waits.ts_ns[k])} ns"))  # fmt: skip
+    bad = np.flatnonzero(waits.contradicted)
+    if bad.size:
+        k = int(bad[0])
+        out.setdefault(k, []).append(("inter_stream_edge_contradicted", int(bad.size),
+                                      f"task {int(waits.src[k])} -> {int(waits.dst[k])}"))  # fmt: skip
+    return out
