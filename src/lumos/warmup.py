@@ -72,11 +72,16 @@ def warm_up() -> None:
         from_chakra(et)
         # an ET another tool wrote (no lumos metadata): the foreign mapping and its orders
         b = ChakraTraceBuilder(version="0.0.4", rank=0)
-        b.add_node(1, "compute", NodeType.COMP_NODE, duration_micros=5,
-                   attrs=[attr("is_cpu_op", False)])
-        b.add_node(2, "all_reduce", NodeType.COMM_COLL_NODE, data_deps=[1],
-                   attrs=[attr("is_cpu_op", False), attr("comm_type", 0),
-                          attr("comm_size", 1 << 20)])
+        b.add_node(
+            1, "compute", NodeType.COMP_NODE, duration_micros=5, attrs=[attr("is_cpu_op", False)]
+        )
+        b.add_node(
+            2,
+            "all_reduce",
+            NodeType.COMM_COLL_NODE,
+            data_deps=[1],
+            attrs=[attr("is_cpu_op", False), attr("comm_type", 0), attr("comm_size", 1 << 20)],
+        )
         b.add_node(3, "compute", NodeType.COMP_NODE, ctrl_deps=[2], duration_micros=5,
                    attrs=[attr("is_cpu_op", False)])  # fmt: skip
         foreign = write_chakra(b.build(), Path(d) / "foreign.0.et")[0]

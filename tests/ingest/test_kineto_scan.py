@@ -107,7 +107,11 @@ def _doc(events: list[dict[str, Any]], **kw: Any) -> bytes:
 
 CORNERS = {
     "escaped and unicode names": [
-        _ev(name='a"b'), _ev(name="x\\y"), _ev(name="ünï"), _ev(name="A"), _ev(name="tab\there")
+        _ev(name='a"b'),
+        _ev(name="x\\y"),
+        _ev(name="ünï"),
+        _ev(name="A"),
+        _ev(name="tab\there"),
     ],
     "string pid and tid": [
         _ev(pid="Spans", tid="PyTorch Profiler", cat="Trace"),
@@ -127,20 +131,47 @@ CORNERS = {
         {"ph": "f", "cat": "fwdbwd", "id": 5, "pid": 1, "tid": 2, "ts": 20, "bp": "e"},
         {"ph": "s", "cat": "ac2g", "id": 6, "pid": 1, "tid": 2, "ts": 11},
         {"ph": "i", "s": "g", "name": "Iteration Start", "pid": "Traces", "tid": "x", "ts": 1},
-        _ev(name="aten::mm", args={"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}),
+        _ev(
+            name="aten::mm", args={"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}
+        ),
         _ev(name="ProfilerStep#3", cat="user_annotation", ts=1, dur=100),
     ],
     "collectives and syncs": [
-        _ev(name="record_param_comms", args={"Collective name": "allreduce", "In msg nelems": 4,
-            "Out msg nelems": 4, "dtype": "Float", "Group size": 2, "Process Group Ranks": [0, 1],
-            "Seq": 3, "External id": 9}),
-        _ev(cat="cuda_sync", name="Event Sync", args={"cuda_sync_kind": "event",
-            "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 42, "stream": 7}),
-        _ev(cat="kernel", name="ncclKernel_AllReduce", args={"stream": 7, "device": 0,
-            "correlation": 5, "Collective name": "allreduce"}),
+        _ev(
+            name="record_param_comms",
+            args={
+                "Collective name": "allreduce",
+                "In msg nelems": 4,
+                "Out msg nelems": 4,
+                "dtype": "Float",
+                "Group size": 2,
+                "Process Group Ranks": [0, 1],
+                "Seq": 3,
+                "External id": 9,
+            },
+        ),
+        _ev(
+            cat="cuda_sync",
+            name="Event Sync",
+            args={
+                "cuda_sync_kind": "event",
+                "wait_on_stream": 7,
+                "wait_on_cuda_event_record_corr_id": 42,
+                "stream": 7,
+            },
+        ),
+        _ev(
+            cat="kernel",
+            name="ncclKernel_AllReduce",
+            args={"stream": 7, "device": 0, "correlation": 5, "Collective name": "allreduce"},
+        ),
     ],
     "odd elements and keys": [
-        _ev(), 7, _ev(extra={"nested": [{"a": [True, False, None]}]}), {"ph": "X"}, _ev(args={}),
+        _ev(),
+        7,
+        _ev(extra={"nested": [{"a": [True, False, None]}]}),
+        {"ph": "X"},
+        _ev(args={}),
     ],
     "args not an object": [_ev(args=None), _ev()],
 }

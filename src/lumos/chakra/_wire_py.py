@@ -47,7 +47,15 @@ from lumos.chakra._wire import (
     MalformedNode,
 )
 
-__all__ = ["MAX_BYTES", "compiled", "decode_nodes", "scan_records", "stand_in", "take", "use_python"]
+__all__ = [
+    "MAX_BYTES",
+    "compiled",
+    "decode_nodes",
+    "scan_records",
+    "stand_in",
+    "take",
+    "use_python",
+]
 
 #: Bytes (decompressed) that one process decodes here, all files together; beyond, it compiles.
 #: ``benchmarks/bench_chakra.py --python-decoder``: 8 MiB of a ``lumos convert`` ET (48k nodes,

@@ -66,7 +66,9 @@ def build_comms(
             k = by_work.get(e, -1)
         elif launcher[t] >= 0:
             call = int(launcher[t])
-            k = calls.enclosing(int(gp_to_trace[layout.processor_idx[call]]), int(layout.ts_ns[call]))
+            k = calls.enclosing(
+                int(gp_to_trace[layout.processor_idx[call]]), int(layout.ts_ns[call])
+            )
         if k < 0:
             diag.warn("comm_task_without_collective_call", trace.names[int(ev.name_idx[e])][:80])
             kind = kernel_collective(trace.names[int(ev.name_idx[e])])
@@ -118,7 +120,10 @@ class _CallsByThread:
             ks = np.flatnonzero(proc == thread)
             ends = end[ks]
             self._by_thread[thread] = (
-                ts[ks], ends.tolist(), np.maximum.accumulate(ends).tolist(), ks.tolist()
+                ts[ks],
+                ends.tolist(),
+                np.maximum.accumulate(ends).tolist(),
+                ks.tolist(),
             )
 
     def enclosing(self, thread: int, ts_ns: int) -> int:

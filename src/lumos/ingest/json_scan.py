@@ -242,5 +242,3 @@ def as_float(
     if exp >= 0:
         return j, float(m) * _POW10[exp], 1
     return j, float(m) / _POW10[-exp], 1
-
-

@@ -196,7 +196,9 @@ def _decode_chunk(chunk: bytes, where: str, diagnostics: dict[str, int]) -> list
         raise TraceFormatError(where, NESTED_TOO_DEEP) from None
 
 
-def _decode_whole(raw: bytes | mmap.mmap, head: bytes, where: str, diagnostics: dict[str, int]) -> RawTrace:
+def _decode_whole(
+    raw: bytes | mmap.mmap, head: bytes, where: str, diagnostics: dict[str, int]
+) -> RawTrace:
     with _json_errors(where):
         try:
             if head[:1] == b"[":

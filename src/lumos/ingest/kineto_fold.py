@@ -123,7 +123,9 @@ class ScanState:
         self.cat_code = _extend(self.cat_code, [int(category_of(c, False)) for c in new_cats])
         self.cat_fwdbwd = _extend(self.cat_fwdbwd, [c == "fwdbwd" for c in lower])
         self.cat_launch = _extend(self.cat_launch, [c in _LAUNCH_FLOWS for c in lower])
-        self.name_meta = _extend(self.name_meta, [meta_name(n) for n in self.name_strs[self.name_meta.size :]])
+        self.name_meta = _extend(
+            self.name_meta, [meta_name(n) for n in self.name_strs[self.name_meta.size :]]
+        )
 
 
 def _extend(column: np.ndarray, values: list[Any]) -> np.ndarray:
@@ -250,7 +252,9 @@ def _dims(
     return out
 
 
-def _count_categories(acc: Accumulator, cats: list[str], cat_of: np.ndarray, ph: np.ndarray) -> None:
+def _count_categories(
+    acc: Accumulator, cats: list[str], cat_of: np.ndarray, ph: np.ndarray
+) -> None:
     pairs, counts = np.unique(cat_of.astype(np.int64) * 256 + ph, return_counts=True)
     for pair, k in zip(pairs.tolist(), counts.tolist(), strict=True):
         cat, code = cats[pair // 256], pair % 256
@@ -299,7 +303,9 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[list[tuple[int, int]], 
     return pairs, ic.ravel()
 
 
-def _named_processor(acc: Accumulator, payload: Payload, row: np.ndarray, gpu: bool, cat: int) -> int:
+def _named_processor(
+    acc: Accumulator, payload: Payload, row: np.ndarray, gpu: bool, cat: int
+) -> int:
     pid, tid = (
         str(msgspec.json.decode(payload[a : a + n])) if a >= 0 else int(v)
         for v, a, n in (

@@ -83,6 +83,7 @@ for _k, _name in enumerate(_KEYS):
     assert _KEY_AT[_slot] == -1, _name
     _KEY_AT[_slot] = _k
 
+
 @numba.njit(cache=True, nogil=True)
 def _key(buf: np.ndarray, s: int, e: int) -> int:  # pragma: no cover - compiled
     """Index of the key ``buf[s:e]`` in ``_KEYS``, -1 for any other key."""
@@ -169,10 +170,22 @@ def _args(
 
 @numba.njit(cache=True, nogil=True)
 def _event(
-    buf: np.ndarray, i: int, end: int, ints: np.ndarray, floats: np.ndarray, row: int,
-    counts: np.ndarray, cats_tab: np.ndarray, cats_rep: np.ndarray, cats_hash: np.ndarray,
-    names_tab: np.ndarray, names_rep: np.ndarray, names_hash: np.ndarray,
-    dims_tab: np.ndarray, dims_rep: np.ndarray, dims_hash: np.ndarray,
+    buf: np.ndarray,
+    i: int,
+    end: int,
+    ints: np.ndarray,
+    floats: np.ndarray,
+    row: int,
+    counts: np.ndarray,
+    cats_tab: np.ndarray,
+    cats_rep: np.ndarray,
+    cats_hash: np.ndarray,
+    names_tab: np.ndarray,
+    names_rep: np.ndarray,
+    names_hash: np.ndarray,
+    dims_tab: np.ndarray,
+    dims_rep: np.ndarray,
+    dims_hash: np.ndarray,
 ) -> int:  # pragma: no cover - compiled
     """Read the event object at ``i`` into ``row``: index after it; -1 malformed, -2 unsupported.
     Its strings are interned only once the whole event has been read."""
@@ -288,10 +301,21 @@ def _event(
 
 @numba.njit(cache=True, nogil=True)
 def _scan_chunk(
-    buf: np.ndarray, pos: int, max_events: int, ints: np.ndarray, floats: np.ndarray,
-    counts: np.ndarray, cats_tab: np.ndarray, cats_rep: np.ndarray, cats_hash: np.ndarray,
-    names_tab: np.ndarray, names_rep: np.ndarray, names_hash: np.ndarray,
-    dims_tab: np.ndarray, dims_rep: np.ndarray, dims_hash: np.ndarray,
+    buf: np.ndarray,
+    pos: int,
+    max_events: int,
+    ints: np.ndarray,
+    floats: np.ndarray,
+    counts: np.ndarray,
+    cats_tab: np.ndarray,
+    cats_rep: np.ndarray,
+    cats_hash: np.ndarray,
+    names_tab: np.ndarray,
+    names_rep: np.ndarray,
+    names_hash: np.ndarray,
+    dims_tab: np.ndarray,
+    dims_rep: np.ndarray,
+    dims_hash: np.ndarray,
 ) -> tuple[int, int, int, int]:  # pragma: no cover - compiled
     """Read up to ``max_events`` elements of ``traceEvents`` from ``pos`` (an element's first
     byte, or the closing ``]``): (events read, index of the separator after the last one, status,
