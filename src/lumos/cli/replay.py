@@ -241,16 +241,17 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
 
 def _breakdown_note(s: dict[str, Any]) -> str:
     """A line when the step time matches (mean |error| under 2 %) but exposed communication
-    differs by more than a tenth of it: the measured NCCL kernels hold the wait for peers."""
+    differs by more than a tenth of it: the measured collectives (NCCL kernels, gloo worker
+    spans) hold the wait for peers."""
     e = s["error"]["mean_abs"]
     b = s["breakdown"]
     meas, pred = b["measured"]["exposed_comm_ns"], b["predicted"]["exposed_comm_ns"]
     if e is None or e >= 0.02 or abs(meas - pred) <= 0.1 * max(meas, pred, 1):
         return ""
-    return ("  note: step time matches but exposed comm differs: a recorded NCCL kernel also "
-            "holds its wait for the other ranks;\n        the replay starts a collective when "
-            "the last rank arrives, so that wait shows as other (idle) time, and SM "
-            "utilization excludes it")  # fmt: skip
+    return ("  note: step time matches but exposed comm differs: a recorded collective (NCCL "
+            "kernel, gloo span) also holds its wait\n        for the other ranks; the replay "
+            "starts a collective when the last rank arrives, so that wait shows as other (idle) "
+            "time,\n        and SM utilization excludes it")  # fmt: skip
 
 
 #: Ops on the critical path printed per rank.

@@ -5,13 +5,16 @@ trace event            becomes
 =====================  =========================================================
 leaf ``cpu_op``        CPU_OP task on its thread (parents become annotations only)
 runtime / driver call  RUNTIME task (a blocking memcpy also gets a ``[wait]`` task)
-``gloo:<op>`` span     CPU_COMM task on the gloo worker thread
+``gloo:<op>`` span     CPU_COMM task on the gloo worker thread, CPU ops inside it included
 kernel                 KERNEL task, or COMM for NCCL/RCCL kernels
 memcpy / memset        MEMCPY / MEMSET task
 annotations, syncs     no task (they become annotations and dependencies)
 =====================  =========================================================
 
-A *leaf* has no other task-candidate event nested inside it on its thread. Every processor
+A *leaf* has no other task-candidate event nested inside it on its thread. A gloo span is a
+task whatever runs inside it: the copies a collective makes around its transfer (gloo's
+``_allgather_base_`` gathers into a flat buffer, then copies it out) are the collective's own
+time, and a span split into its copies would leave the transfer an unexplained gap. Every processor
 also gets a zero-cost ``<start>`` task at position 0, the anchor its first task's release
 delay hangs from, so that nothing has to read a recorded start time at simulation time.
 """
@@ -89,6 +92,27 @@ def _leaf_mask(trace: KinetoTrace, cand: NDArray[np.bool_]) -> NDArray[np.bool_]
     return leaf
 
 
+def _inside(
+    trace: KinetoTrace, outer: NDArray[np.bool_], cand: NDArray[np.bool_]
+) -> NDArray[np.bool_]:
+    """Candidates (not themselves ``outer``) nested inside an ``outer`` event on their thread."""
+    ev = trace.events
+    out = np.zeros_like(cand)
+    spans = np.flatnonzero(outer)
+    for p in np.unique(ev.processor_idx[spans]).tolist():
+        o = spans[ev.processor_idx[spans] == p]
+        starts = ev.ts_ns[o]
+        # the latest end among the spans that start by each start: a candidate that ends by
+        # it lies inside one of them
+        ends = np.maximum.accumulate(starts + ev.dur_ns[o])
+        c = np.flatnonzero(cand & ~outer & (ev.processor_idx == p))
+        k = starts.searchsorted(ev.ts_ns[c], side="right") - 1
+        hit = k >= 0
+        hit[hit] = ev.ts_ns[c[hit]] + ev.dur_ns[c[hit]] <= ends[k[hit]]
+        out[c[hit]] = True
+    return out
+
+
 def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskLayout:
     """Pick task events (see the module docstring) and group them by processor.
 
@@ -108,7 +132,7 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
     cpu_cand = np.isin(cat, _CPU_CANDIDATES)
     gloo_ids = [i for i, n in enumerate(names) if n.startswith("gloo:")]
     gloo = (cat == int(Category.USER_ANNOTATION)) & np.isin(ev.name_idx, gloo_ids)
-    cpu_task = _leaf_mask(trace, cpu_cand | gloo)
+    cpu_task = _leaf_mask(trace, (cpu_cand & ~_inside(trace, gloo, cpu_cand)) | gloo)
     gpu_task = np.isin(cat, list(_GPU_WORK))
     is_task = cpu_task | gpu_task
     rows = np.flatnonzero(is_task)  # already sorted by (processor, ts, -dur)

@@ -430,6 +430,12 @@ def _settle_bytes(row: _Row) -> None:
         row.dtype = t if t and dtype_size_bytes(t) else ""
 
 
+#: The kinds of call a gloo worker span of a kind serves: gloo runs a reduce-scatter
+#: (``_reduce_scatter_base_``, as FSDP issues it) as an all-reduce of the whole buffer, and
+#: its worker span says ``gloo:all_reduce``.
+_GLOO_SERVES = {"all_reduce": ("all_reduce", "reduce_scatter")}
+
+
 def _join_gloo_work(
     rows: list[_Row],
     work: list[int],
@@ -437,7 +443,9 @@ def _join_gloo_work(
     events: Events,
     args: Mapping[int, EventMeta],
 ) -> None:
-    """Pair gloo worker spans with c10d calls of the same kind, in start-time order."""
+    """Pair gloo worker spans with c10d calls of a kind they run (:data:`_GLOO_SERVES`), in
+    start-time order: each span takes the earliest-started call not yet served among those
+    kinds that started before it."""
     calls_by_kind: dict[str, list[_Row]] = {}
     for r in rows:
         if r.work_idx < 0 and r.dialect != "nccl":
@@ -446,12 +454,18 @@ def _join_gloo_work(
     cursor: dict[str, int] = {}
     for i in work:
         kind = normalize_collective(names[int(events.name_idx[i])].split("#", 1)[0])
-        calls = calls_by_kind.get(kind, [])
-        k = cursor.get(kind, 0)
+        pending = []  # (start, event, kind) of the next call of each kind it may serve
+        for c in _GLOO_SERVES.get(kind, (kind,)):
+            calls = calls_by_kind.get(c, [])
+            k = cursor.get(c, 0)
+            if k < len(calls):
+                pending.append((int(events.ts_ns[calls[k].event_idx]), calls[k].event_idx, c))
+        first = min(pending, default=None)
         # a worker span can only serve a call that started before it
-        if k < len(calls) and events.ts_ns[calls[k].event_idx] <= events.ts_ns[i]:
-            row = calls[k]
-            cursor[kind] = k + 1
+        if first is not None and first[0] <= events.ts_ns[i]:
+            c = first[2]
+            row = calls_by_kind[c][cursor.get(c, 0)]
+            cursor[c] = cursor.get(c, 0) + 1
             row.work_idx = i
             row.dialect = "gloo"
             _absorb(row, names[int(events.name_idx[i])], args[i])
