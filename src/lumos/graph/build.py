@@ -47,7 +47,12 @@ from lumos.graph.build_links import Launches, find_launches, launching_event
 from lumos.graph.build_ranks import align_ranks
 from lumos.graph.build_spans import cpu_spans, step_annotations
 from lumos.graph.build_sync import plan_syncs
-from lumos.graph.build_tasks import TaskLayout, lay_out_tasks
+from lumos.graph.build_tasks import (
+    GLOO_OVERLAPPED,
+    TaskLayout,
+    lay_out_tasks,
+    overlapped_gloo_spans,
+)
 from lumos.graph.model import (
     GPU_TASK_KINDS,
     Annotations,
@@ -87,6 +92,11 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
         blocking = blocking_copies(trace)
         layout = lay_out_tasks(trace, blocking)
         launches = find_launches(trace, layout)
+    overlapped = overlapped_gloo_spans(trace, layout)
+    if overlapped.size:
+        e = int(overlapped[0])
+        diag.warn(GLOO_OVERLAPPED, f"{trace.names[int(trace.events.name_idx[e])]} at "
+                  f"{int(trace.events.ts_ns[e])} ns", int(overlapped.size))  # fmt: skip
     plan = plan_syncs(trace, layout, launches, diag)
 
     ts = layout.ts_ns.copy()

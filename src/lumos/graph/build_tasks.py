@@ -11,10 +11,14 @@ memcpy / memset        MEMCPY / MEMSET task
 annotations, syncs     no task (they become annotations and dependencies)
 =====================  =========================================================
 
-A *leaf* has no other task-candidate event nested inside it on its thread. A gloo span is a
-task whatever runs inside it: the copies a collective makes around its transfer (gloo's
-``_allgather_base_`` gathers into a flat buffer, then copies it out) are the collective's own
-time, and a span split into its copies would leave the transfer an unexplained gap. Every processor
+A *leaf* has no other task-candidate event nested inside it on its thread. A gloo span on a
+gloo worker thread is a task whatever runs inside it: the copies a collective makes around its
+transfer (gloo's ``_allgather_base_`` gathers into a flat buffer, then copies it out) are the
+collective's own time, and a span split into its copies would leave the transfer an unexplained
+gap. A gloo span on a thread that runs other work too (point-to-point: gloo records
+``gloo:send``/``gloo:recv`` on the calling thread) is a task when nothing starts inside it (a
+blocking send or receive); one that later work starts inside (an asynchronous isend/irecv still
+in flight) is not modeled and is no task (:func:`overlapped_gloo_spans`). Every processor
 also gets a zero-cost ``<start>`` task at position 0, the anchor its first task's release
 delay hangs from, so that nothing has to read a recorded start time at simulation time.
 """
@@ -31,7 +35,13 @@ from lumos.ingest.comm_names import is_comm_kernel
 from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_schema import Category
 
-__all__ = ["TaskLayout", "lay_out_tasks"]
+__all__ = [
+    "GLOO_OVERLAPPED",
+    "TaskLayout",
+    "inside_gloo_workers",
+    "lay_out_tasks",
+    "overlapped_gloo_spans",
+]
 
 _CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
 _GPU_WORK = {
@@ -39,6 +49,8 @@ _GPU_WORK = {
     int(Category.MEMCPY): TaskKind.MEMCPY,
     int(Category.MEMSET): TaskKind.MEMSET,
 }
+#: Diagnostic code of the gloo spans that are no task (:func:`overlapped_gloo_spans`).
+GLOO_OVERLAPPED = "gloo_span_overlapped_by_its_thread"
 START = -2  # event_idx of a processor's synthetic <start> task
 MARK = -4  # event_idx of a zero-cost marker where an iteration (ProfilerStep) begins
 
@@ -92,24 +104,27 @@ def _leaf_mask(trace: KinetoTrace, cand: NDArray[np.bool_]) -> NDArray[np.bool_]
     return leaf
 
 
-def _inside(
-    trace: KinetoTrace, outer: NDArray[np.bool_], cand: NDArray[np.bool_]
+def inside_gloo_workers(
+    trace: KinetoTrace, gloo: NDArray[np.bool_], cand: NDArray[np.bool_]
 ) -> NDArray[np.bool_]:
-    """Candidates (not themselves ``outer``) nested inside an ``outer`` event on their thread."""
+    """Candidates (not gloo spans) nested inside a gloo span on a gloo *worker* thread: one
+    whose every candidate is a gloo span or lies inside one. On a thread that runs other work
+    too (gloo's point-to-point spans are recorded on the calling thread) nothing is nested."""
     ev = trace.events
     out = np.zeros_like(cand)
-    spans = np.flatnonzero(outer)
+    spans = np.flatnonzero(gloo)
     for p in np.unique(ev.processor_idx[spans]).tolist():
         o = spans[ev.processor_idx[spans] == p]
         starts = ev.ts_ns[o]
         # the latest end among the spans that start by each start: a candidate that ends by
         # it lies inside one of them
         ends = np.maximum.accumulate(starts + ev.dur_ns[o])
-        c = np.flatnonzero(cand & ~outer & (ev.processor_idx == p))
+        c = np.flatnonzero(cand & ~gloo & (ev.processor_idx == p))
         k = starts.searchsorted(ev.ts_ns[c], side="right") - 1
         hit = k >= 0
         hit[hit] = ev.ts_ns[c[hit]] + ev.dur_ns[c[hit]] <= ends[k[hit]]
-        out[c[hit]] = True
+        if hit.all():
+            out[c] = True
     return out
 
 
@@ -132,7 +147,7 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
     cpu_cand = np.isin(cat, _CPU_CANDIDATES)
     gloo_ids = [i for i, n in enumerate(names) if n.startswith("gloo:")]
     gloo = (cat == int(Category.USER_ANNOTATION)) & np.isin(ev.name_idx, gloo_ids)
-    cpu_task = _leaf_mask(trace, (cpu_cand & ~_inside(trace, gloo, cpu_cand)) | gloo)
+    cpu_task = _leaf_mask(trace, (cpu_cand & ~inside_gloo_workers(trace, gloo, cpu_cand)) | gloo)
     gpu_task = np.isin(cat, list(_GPU_WORK))
     is_task = cpu_task | gpu_task
     rows = np.flatnonzero(is_task)  # already sorted by (processor, ts, -dur)
@@ -231,3 +246,16 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
         processors=procs_used.astype(np.int32),
         origin_ns=origin,
     )
+
+
+def overlapped_gloo_spans(trace: KinetoTrace, layout: TaskLayout) -> NDArray[np.int64]:
+    """Event rows of the gloo spans that are no task: later work of their thread starts inside
+    them (an asynchronous isend/irecv in flight, as ``torch.distributed.pipelining`` issues
+    them), which the graph does not model yet."""
+    ev = trace.events
+    gloo_ids = [i for i, n in enumerate(trace.names) if n.startswith("gloo:")]
+    spans = np.flatnonzero(
+        (ev.cat == int(Category.USER_ANNOTATION)) & np.isin(ev.name_idx, gloo_ids)
+    )
+    placed = layout.event_idx[layout.event_idx >= 0]
+    return spans[~np.isin(spans, placed)]

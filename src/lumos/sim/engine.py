@@ -262,4 +262,15 @@ def _deadlock_message(
             else "predecessor never ran"
         )
         parts.append(f"rank {g.rank} {g.describe_task(gt - int(t_off[gi]))}: {why}")
-    return f"deadlock: {len(stuck)} of {len(start)} tasks can never start; " + "; ".join(parts)
+    text = f"deadlock: {len(stuck)} of {len(start)} tasks can never start; " + "; ".join(parts)
+    from lumos.graph.build_tasks import GLOO_OVERLAPPED
+
+    unmodeled = [g.rank for g in workload.graphs if g.diagnostics.count(GLOO_OVERLAPPED)]
+    if unmodeled:
+        text += (
+            f". Rank(s) {', '.join(map(str, unmodeled))} recorded gloo send/recv spans that their "
+            "own thread keeps working inside (asynchronous isend/irecv, as "
+            "torch.distributed.pipelining issues them): lumos does not model those yet and "
+            "leaves them out, so their peers wait forever; replay one rank at a time"
+        )
+    return text
