@@ -43,15 +43,16 @@ from lumos.graph.build_deps import (
     processor_chain,
 )
 from lumos.graph.build_gaps import attribute_gaps
+from lumos.graph.build_lanes import gloo_lanes
 from lumos.graph.build_links import Launches, find_launches, launching_event
 from lumos.graph.build_ranks import align_ranks
 from lumos.graph.build_spans import cpu_spans, step_annotations
 from lumos.graph.build_sync import plan_syncs
 from lumos.graph.build_tasks import (
-    GLOO_OVERLAPPED,
+    GLOO_LEFT_OUT,
     TaskLayout,
     lay_out_tasks,
-    overlapped_gloo_spans,
+    left_out_gloo_spans,
 )
 from lumos.graph.model import (
     GPU_TASK_KINDS,
@@ -79,8 +80,9 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     silently.
     """
     diag = Diagnostics()
+    trace, lane_of = gloo_lanes(trace)
     blocking = blocking_copies(trace)
-    layout = lay_out_tasks(trace, blocking)
+    layout = lay_out_tasks(trace, blocking, lane_of)
     if len(layout) == 0:
         from lumos.errors import GraphError
 
@@ -90,13 +92,13 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     if offset_ns:
         trace = _shift_gpu_clock(trace, offset_ns)
         blocking = blocking_copies(trace)
-        layout = lay_out_tasks(trace, blocking)
+        layout = lay_out_tasks(trace, blocking, lane_of)
         launches = find_launches(trace, layout)
-    overlapped = overlapped_gloo_spans(trace, layout)
-    if overlapped.size:
-        e = int(overlapped[0])
-        diag.warn(GLOO_OVERLAPPED, f"{trace.names[int(trace.events.name_idx[e])]} at "
-                  f"{int(trace.events.ts_ns[e])} ns", int(overlapped.size))  # fmt: skip
+    left_out = left_out_gloo_spans(trace, layout)
+    if left_out.size:
+        e = int(left_out[0])
+        diag.warn(GLOO_LEFT_OUT, f"{trace.names[int(trace.events.name_idx[e])]} at "
+                  f"{int(trace.events.ts_ns[e])} ns", int(left_out.size))  # fmt: skip
     plan = plan_syncs(trace, layout, launches, diag)
 
     ts = layout.ts_ns.copy()

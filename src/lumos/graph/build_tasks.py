@@ -18,7 +18,7 @@ collective's own time, and a span split into its copies would leave the transfer
 gap. A gloo span on a thread that runs other work too (point-to-point: gloo records
 ``gloo:send``/``gloo:recv`` on the calling thread) is a task when nothing starts inside it (a
 blocking send or receive); one that later work starts inside (an asynchronous isend/irecv still
-in flight) is not modeled and is no task (:func:`overlapped_gloo_spans`). Every processor
+in flight) goes onto a lane beside its thread (:mod:`lumos.graph.build_lanes`). Every processor
 also gets a zero-cost ``<start>`` task at position 0, the anchor its first task's release
 delay hangs from, so that nothing has to read a recorded start time at simulation time.
 """
@@ -30,17 +30,18 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos.graph.build_lanes import gloo_spans
 from lumos.graph.model import TaskKind
 from lumos.ingest.comm_names import is_comm_kernel
 from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_schema import Category
 
 __all__ = [
-    "GLOO_OVERLAPPED",
+    "GLOO_LEFT_OUT",
     "TaskLayout",
     "inside_gloo_workers",
     "lay_out_tasks",
-    "overlapped_gloo_spans",
+    "left_out_gloo_spans",
 ]
 
 _CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
@@ -49,8 +50,8 @@ _GPU_WORK = {
     int(Category.MEMCPY): TaskKind.MEMCPY,
     int(Category.MEMSET): TaskKind.MEMSET,
 }
-#: Diagnostic code of the gloo spans that are no task (:func:`overlapped_gloo_spans`).
-GLOO_OVERLAPPED = "gloo_span_overlapped_by_its_thread"
+#: Diagnostic code of the gloo spans that are no task (:func:`left_out_gloo_spans`).
+GLOO_LEFT_OUT = "gloo_span_left_out"
 START = -2  # event_idx of a processor's synthetic <start> task
 MARK = -4  # event_idx of a zero-cost marker where an iteration (ProfilerStep) begins
 
@@ -128,8 +129,13 @@ def inside_gloo_workers(
     return out
 
 
-def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskLayout:
+def lay_out_tasks(
+    trace: KinetoTrace, blocking_copy: NDArray[np.bool_], lane_of: NDArray[np.int32] | None = None
+) -> TaskLayout:
     """Pick task events (see the module docstring) and group them by processor.
+
+    ``lane_of`` (from :func:`lumos.graph.build_lanes.gloo_lanes`, whose trace this is then)
+    puts the gloo spans in flight beside their thread on their lanes, as tasks.
 
     ``blocking_copy`` marks runtime calls that launched a copy and waited for it; each gets a
     synthetic ``[wait]`` task right after it on its thread. Each ProfilerStep gets a zero-cost
@@ -145,12 +151,18 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
     names = trace.names
     cat = ev.cat
     cpu_cand = np.isin(cat, _CPU_CANDIDATES)
-    gloo_ids = [i for i, n in enumerate(names) if n.startswith("gloo:")]
-    gloo = (cat == int(Category.USER_ANNOTATION)) & np.isin(ev.name_idx, gloo_ids)
-    cpu_task = _leaf_mask(trace, (cpu_cand & ~inside_gloo_workers(trace, gloo, cpu_cand)) | gloo)
+    gloo = gloo_spans(trace)
+    on_lane = np.zeros(len(ev), dtype=bool) if lane_of is None else lane_of >= 0
+    cand = (cpu_cand & ~inside_gloo_workers(trace, gloo, cpu_cand)) | (gloo & ~on_lane)
+    cpu_task = _leaf_mask(trace, cand) | on_lane
     gpu_task = np.isin(cat, list(_GPU_WORK))
     is_task = cpu_task | gpu_task
-    rows = np.flatnonzero(is_task)  # already sorted by (processor, ts, -dur)
+    rows = np.flatnonzero(is_task)  # sorted by (processor, ts, -dur)
+    p_rows = ev.processor_idx[rows]
+    if lane_of is not None and on_lane.any():
+        p_rows = np.where(on_lane[rows], lane_of[rows], p_rows).astype(p_rows.dtype)
+        order = np.argsort(p_rows, kind="stable")  # a lane's spans keep their time order
+        rows, p_rows = rows[order], p_rows[order]
 
     kind = np.empty(rows.size, dtype=np.int8)
     c = cat[rows]
@@ -169,7 +181,7 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
         starts.append(int(trace.steps.ts_ns.min()))
     origin = min(starts) if starts else 0
     # threads that only carry a ProfilerStep annotation still get a processor (for the marker)
-    procs_used = np.union1d(ev.processor_idx[rows], trace.steps.processor_idx).astype(np.int32)
+    procs_used = np.union1d(p_rows, trace.steps.processor_idx).astype(np.int32)
     out_ev: list[NDArray[np.int64]] = []
     out_kind: list[NDArray[np.int8]] = []
     out_proc: list[NDArray[np.int32]] = []
@@ -178,7 +190,6 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
     out_wait: list[NDArray[np.bool_]] = []
     out_mark: list[NDArray[np.int32]] = []
     ptr = [0]
-    p_rows = ev.processor_idx[rows]
     bounds = np.searchsorted(p_rows, procs_used, side="left")
     bounds_hi = np.searchsorted(p_rows, procs_used, side="right")
     for gp, (lo, hi) in enumerate(zip(bounds.tolist(), bounds_hi.tolist(), strict=True)):
@@ -248,10 +259,10 @@ def lay_out_tasks(trace: KinetoTrace, blocking_copy: NDArray[np.bool_]) -> TaskL
     )
 
 
-def overlapped_gloo_spans(trace: KinetoTrace, layout: TaskLayout) -> NDArray[np.int64]:
-    """Event rows of the gloo spans that are no task: later work of their thread starts inside
-    them (an asynchronous isend/irecv in flight, as ``torch.distributed.pipelining`` issues
-    them), which the graph does not model yet."""
+def left_out_gloo_spans(trace: KinetoTrace, layout: TaskLayout) -> NDArray[np.int64]:
+    """Event rows of the gloo spans that are no task (another gloo span starts inside them on
+    a gloo worker thread: no trace seen so far does that); their peers would wait for them
+    forever in a replay of several ranks."""
     ev = trace.events
     gloo_ids = [i for i, n in enumerate(trace.names) if n.startswith("gloo:")]
     spans = np.flatnonzero(

@@ -263,14 +263,12 @@ def _deadlock_message(
         )
         parts.append(f"rank {g.rank} {g.describe_task(gt - int(t_off[gi]))}: {why}")
     text = f"deadlock: {len(stuck)} of {len(start)} tasks can never start; " + "; ".join(parts)
-    from lumos.graph.build_tasks import GLOO_OVERLAPPED
+    from lumos.graph.build_tasks import GLOO_LEFT_OUT
 
-    unmodeled = [g.rank for g in workload.graphs if g.diagnostics.count(GLOO_OVERLAPPED)]
-    if unmodeled:
+    left_out = [g.rank for g in workload.graphs if g.diagnostics.count(GLOO_LEFT_OUT)]
+    if left_out:
         text += (
-            f". Rank(s) {', '.join(map(str, unmodeled))} recorded gloo send/recv spans that their "
-            "own thread keeps working inside (asynchronous isend/irecv, as "
-            "torch.distributed.pipelining issues them): lumos does not model those yet and "
-            "leaves them out, so their peers wait forever; replay one rank at a time"
+            f". Rank(s) {', '.join(map(str, left_out))} left gloo spans out of the graph "
+            f"({GLOO_LEFT_OUT}; lumos -v names the first): their peers wait for them forever"
         )
     return text
