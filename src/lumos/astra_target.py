@@ -263,7 +263,9 @@ def _write_rank(gi: int, st: _Rank, groups: Any, group_rank: np.ndarray,
             chains[c] = st.order(np.flatnonzero(st.chain == c))
             st.clip(chains[c])
         comm = comm[gof[comm] >= 0]
-    is_recv = np.array([comm_type[int(gof[t])] == CommType.RECV for t in comm.tolist()], bool)
+    # a point-to-point group's type is its first member's: each side's own kind says which
+    own = g.comms.kind[g.tasks.comm_idx[comm]] if comm.size else np.zeros(0, np.int8)
+    is_recv = (own == int(CommType.RECV)) & np.isin(own, _P2P)
     if is_recv.any():  # a receive takes no slot: outside every chain, ordered by its edges
         st.chain[comm[is_recv]] = 3
         comm = comm[~is_recv]
@@ -308,7 +310,7 @@ def _write_rank(gi: int, st: _Rank, groups: Any, group_rank: np.ndarray,
         if ctype in _P2P:
             row = int(g.tasks.comm_idx[t])
             peer = int(g.comms.peer_rank[row])
-            send = ctype == CommType.SEND
+            send = int(g.comms.kind[row]) == CommType.SEND  # this side's, not the group's
             src, dst = (g.rank, peer) if send else (peer, g.rank)
             b.add_node(int(node_id[t]), name,
                        NodeType.COMM_SEND_NODE if send else NodeType.COMM_RECV_NODE,

@@ -175,3 +175,24 @@ def test_real_p2p_set_passes_and_a_changed_tag_is_unmatched():
     rep = check_astra(traces)
     assert rep.counts()["unmatched_p2p"] == 2  # that receive, and the send it no longer matches
     assert rep.counts()["stall"] >= 1
+
+
+@pytest.mark.parametrize("run", ["pipeline_4_stages", "gloo_pipelining_2stage"])
+def test_recorded_pipelines_convert_to_sets_whose_sends_meet_their_receives(run, tmp_path):
+    """Each side of a send/receive pair is written as what it is on that rank: a receive as
+    COMM_RECV from its peer, a send as COMM_SEND to it (the pair's group once gave both sides
+    the first member's kind, so the later stages sent where they should receive)."""
+    from tests.conftest import DATA
+
+    from lumos.convert_astra import convert_astra
+
+    convert_astra([DATA / run], tmp_path / "pp", workers=1)
+    traces = by_rank(tmp_path / "pp")
+    assert check_astra(traces).ok
+    for rank, t in traces.items():
+        for i in np.flatnonzero(np.isin(t.node_type, (NodeType.COMM_SEND_NODE,
+                                                      NodeType.COMM_RECV_NODE))).tolist():  # fmt: skip
+            node = t.node(i)
+            send = node.type == NodeType.COMM_SEND_NODE
+            assert node.name == ("gloo:send" if send else "gloo:recv")
+            assert node.attr("comm_src" if send else "comm_dst") == rank
