@@ -21,12 +21,20 @@ TraceKind = Literal["kineto", "pytorch_et", "chakra"]
 _KEYS = (b'"traceEvents"', b'"nodes"', b'"schema"')
 _COLON = re.compile(rb"\s*:")
 _SKIP_NAMES = {"run.json", "MANIFEST.json", "replay.json"}
+# what lumos writes beside the ETs of a convert or a synthetic sample (never a trace; their
+# "nodes" counts would read as a PyTorch ET's key)
+_SKIP_SUFFIXES = (".convert.json", ".sample.json")
 
 
 def sniff_kind(payload: bytes) -> TraceKind | None:
-    """The kind of a decompressed payload, judged from its first 64 KiB."""
+    """The kind of a decompressed payload, judged from its first 64 KiB.
+
+    JSON is an object whose first key follows (``{`` then ``"`` or ``}``) or an array of
+    objects (``[`` then ``{`` or ``]``), whitespace allowed: a Chakra file's first byte is its
+    metadata record's length, which is ``[`` for a 91-byte record and ``{`` for a 123-byte one,
+    followed by field 1's tag (``0x0a``, a newline) and a length byte."""
     head = payload[:65536].lstrip()
-    if head[:1] in (b"{", b"["):
+    if _json_start(head):
         keys = {k.strip(b'"') for k in _KEYS if _is_key(head, k)}
         if b"traceEvents" in keys or head[:1] == b"[":
             return "kineto"
@@ -38,6 +46,14 @@ def sniff_kind(payload: bytes) -> TraceKind | None:
     if payload[:1] and payload[0] >= 0x80 and b"\x0a" in payload[1:6]:
         return "chakra"
     return None
+
+
+def _json_start(head: bytes) -> bool:
+    """Whether ``head`` (whitespace stripped) opens a JSON object or an array of objects."""
+    rest = head[1:].lstrip()[:1]
+    if head[:1] == b"{":
+        return rest in (b'"', b"}", b"")
+    return head[:1] == b"[" and rest in (b"{", b"]", b"")
 
 
 def _is_key(head: bytes, key: bytes) -> bool:
@@ -107,7 +123,11 @@ def expand_paths(paths: list[str | os.PathLike[str]]) -> list[TraceRef]:
         if p.is_dir():
             found: list[TraceRef] = []
             for f in sorted(q for q in p.rglob("*") if q.is_file()):
-                if f.name in _SKIP_NAMES or f.name.startswith("."):
+                if (
+                    f.name in _SKIP_NAMES
+                    or f.name.startswith(".")
+                    or f.name.endswith(_SKIP_SUFFIXES)
+                ):
                     continue
                 try:
                     found.extend(_refs_of_file(f))
