@@ -141,6 +141,7 @@ def build_workload(
     graphs, _ = build_ranks(
         _build_one, refs, workers=workers, dask_address=dask_address, on_done=on_done
     )
+    graphs = _settle_world_size(graphs)
     ranks = [g.rank for g in graphs]
     sizes = sorted({g.world_size for g in graphs})
     if len(sizes) > 1:
@@ -154,6 +155,16 @@ def build_workload(
             f"({', '.join(r.where for r in refs)}); replay one rank's file at a time"
         )
     return Workload(align_ranks(graphs), _partial(graphs)), tuple(r.where for r in refs)
+
+
+def _settle_world_size(graphs: list[ExecGraph]) -> list[ExecGraph]:
+    """Graphs of Chakra ETs that state no world size (upstream's: each guessed its rank + 1)
+    take the largest world size of the set, so that the ranks of one job replay together."""
+    from lumos.chakra.mapping_foreign import WORLD_SIZE_GUESSED
+
+    world = max((g.world_size for g in graphs), default=1)
+    return [g.replace(world_size=world) if g.diagnostics.count(WORLD_SIZE_GUESSED) else g
+            for g in graphs]  # fmt: skip
 
 
 def _partial(graphs: Sequence[ExecGraph]) -> Diagnostics:

@@ -135,3 +135,17 @@ def test_we_load_what_upstream_writes(tmp_path):
     assert t.comm.comm_src.tolist() == [0, -1, -2, -3, -4]
     write_chakra(t, tmp_path / "again.et")
     assert (tmp_path / "again.et").read_bytes() == p.read_bytes()
+
+
+def test_upstream_ets_of_one_job_replay_together_whatever_their_ranks_guess():
+    """Upstream's ETs state no world size (each alone would guess its rank + 1): read together
+    they take the largest, so the four ranks of a microbenchmark are one job."""
+    from tests.realdata import astra_micro
+
+    from lumos.chakra.mapping_foreign import WORLD_SIZE_GUESSED
+    from lumos.replay import build_workload
+
+    w, _ = build_workload([realdata(astra_micro("all_reduce", 4))], workers=1)
+    assert [g.rank for g in w.graphs] == [0, 1, 2, 3]
+    assert {g.world_size for g in w.graphs} == {4}
+    assert all(g.diagnostics.count(WORLD_SIZE_GUESSED) == 1 for g in w.graphs)

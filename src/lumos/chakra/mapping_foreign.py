@@ -52,7 +52,11 @@ from lumos.graph.model import (
     order_within,
 )
 
-__all__ = ["edges_from_deps", "foreign_graph"]
+__all__ = ["WORLD_SIZE_GUESSED", "edges_from_deps", "foreign_graph"]
+
+#: Diagnostic of a graph whose world size no one stated (its rank + 1, at least): the files
+#: of one job read together take the largest (``lumos.replay.build_workload``).
+WORLD_SIZE_GUESSED = "chakra_world_size_guessed"
 
 _COMPUTE_STREAM, _COMM_STREAM = -1, -2
 
@@ -216,14 +220,20 @@ def foreign_graph(trace: ChakraTrace, *, world_size: int | None = None) -> ExecG
         event_idx=np.full(n, -1, dtype=np.int64),
         comm_idx=comm_idx,
     )
+    rank = trace.rank or 0
+    stated = trace.metadata.get("world_size")  # ASTRA-sim-ready ETs lumos writes state it
+    if world_size is None and isinstance(stated, int) and stated > rank:
+        world_size = stated
+    if world_size is None:
+        diag.warn(WORLD_SIZE_GUESSED, f"{where}: rank {rank}, world size {rank + 1} at least")
     graph = ExecGraph(
         names=names,
         processors=processors,
         tasks=tasks,
         comms=comms,
         process_groups=tuple(ProcessGroup(name=s) for s in pg_names),
-        rank=trace.rank or 0,
-        world_size=max(world_size or 1, (trace.rank or 0) + 1),
+        rank=rank,
+        world_size=max(world_size or 1, rank + 1),
         diagnostics=diag,
     )
     return graph.replace(edges=_edges(task_of[src], task_of[dst], graph, diag))
