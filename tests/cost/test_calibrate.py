@@ -54,3 +54,15 @@ def test_calibrate_from_graph_per_kind_and_group_size():
     fit = rows[1].fit
     assert fit.latency_ns == pytest.approx(ALPHA_NS, rel=0.05)
     assert fit.bw_bytes_per_s == pytest.approx(BW, rel=0.05)
+
+
+def test_gloo_collectives_are_calibrated_as_nccl_ones():
+    """The bundled gloo demo's gradient all-reduces are host-side spans (CPU_COMM): they are
+    samples too (they once were left out, and a gloo run calibrated nothing)."""
+    from lumos.examples_data import example_run_dir
+    from lumos.replay import build_workload
+
+    w, _ = build_workload([example_run_dir()], workers=1)
+    rows = calibrate_from_graph(w)
+    assert [(r.kind, r.group_size) for r in rows] == [("all_reduce", 2)]
+    assert rows[0].samples == 12

@@ -14,16 +14,18 @@ from lumos.graph.model import CommType, TaskKind, Workload
 from lumos.graph.synthetic import GraphBuilder
 
 
-def two_ranks(compute_ns: tuple[int, int], transfer_ns: int = 50) -> Workload:
-    """Each rank: a step of compute, then an all-reduce of both ranks, then 10 ns of work."""
+def two_ranks(compute_ns: tuple[int, int], transfer_ns: int = 50, gloo: bool = False) -> Workload:
+    """Each rank: a step of compute, then an all-reduce of both ranks, then 10 ns of work (on
+    a GPU stream, or with ``gloo`` on a host thread, the all-reduce a host collective)."""
     graphs = []
     for rank, compute in enumerate(compute_ns):
         b = GraphBuilder(rank=rank, world_size=2)
-        st = b.stream(7)
+        st = b.thread(7) if gloo else b.stream(7)
         pg = b.process_group("0", (0, 1))
-        first = b.task(st, "gemm", compute)
+        first = b.task(st, "gemm", compute, TaskKind.CPU_OP if gloo else TaskKind.KERNEL)
         c = b.comm(CommType.ALL_REDUCE, 1 << 20, pg, seq_id=1)
-        b.task(st, "ncclAllReduce", transfer_ns, TaskKind.COMM, comm=c)
+        kind = TaskKind.CPU_COMM if gloo else TaskKind.COMM
+        b.task(st, "gloo:all_reduce" if gloo else "ncclAllReduce", transfer_ns, kind, comm=c)
         last = b.task(st, "after", 10)
         b.annotate("ProfilerStep#1", st, first, last, dur_ns=compute + transfer_ns + 10)
         graphs.append(b.build().validate())
@@ -100,15 +102,17 @@ def test_estimate_json_on_the_8_rank_dlrm_run(tmp_path, capsys):
     assert "straggler=3:1.5" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("gloo", [False, True], ids=["nccl", "gloo"])
 @pytest.mark.parametrize("dp", [2, 8, 16, 64])
-def test_dp_re_times_the_all_reduce_for_the_new_group(dp):
+def test_dp_re_times_the_all_reduce_for_the_new_group(dp, gloo):
     """Two traced ranks of a DP job: with dp=N the all-reduce takes the model's time for N
-    ranks on the topology, and each rank's step is compute + that time + 10 ns."""
+    ranks on the topology, and each rank's step is compute + that time + 10 ns; a gloo job's
+    host-side all-reduce as a GPU one (it once kept its traced time: dp=N changed nothing)."""
     from lumos.cost.collectives import collective_time
     from lumos.cost.comm_model import comm_model_for
     from lumos.cost.topology import preset
 
-    w = two_ranks((100, 100), transfer_ns=50)
+    w = two_ranks((100, 100), transfer_ns=50, gloo=gloo)
     est = estimate(w, [parse_scenario([f"dp={dp}"])], comm_model=comm_model_for("dgx-h100"))
     expected = collective_time(int(CommType.ALL_REDUCE), 1 << 20, dp, preset("dgx-h100")).time_ns
     row = est.rows[1]

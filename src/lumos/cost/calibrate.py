@@ -98,12 +98,15 @@ def group_size_of(graph: ExecGraph, pg_idx: int) -> int:
 
 
 def calibrate_from_graph(graph_or_workload: ExecGraph | Workload) -> list[CalibrationRow]:
-    """Fit each (collective kind, group size) of the graph's COMM tasks with a known kind and
-    a positive size; rows sorted by kind then group size."""
+    """Fit each (collective kind, group size) of the graph's communication tasks (NCCL
+    kernels, gloo spans) with a known kind and a positive size; rows sorted by kind then group
+    size."""
     samples: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
     for g in Workload.of(graph_or_workload).graphs:
         t, c = g.tasks, g.comms
-        sel = np.flatnonzero((t.kind == TaskKind.COMM) & (t.comm_idx >= 0))
+        sel = np.flatnonzero(
+            np.isin(t.kind, (int(TaskKind.COMM), int(TaskKind.CPU_COMM))) & (t.comm_idx >= 0)
+        )
         for task, row in zip(sel.tolist(), t.comm_idx[sel].tolist(), strict=True):
             kind, size = int(c.kind[row]), int(c.size_bytes[row])
             if kind == CommType.UNKNOWN or size <= 0:

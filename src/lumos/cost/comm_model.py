@@ -1,9 +1,12 @@
 """``CommCost``: the simulator's cost model with communication times from the alpha-beta model.
 
 Non-communication tasks cost what the trace recorded (through the ``fallback`` model, by
-default :class:`~lumos.sim.cost.TracedCost`). A GPU communication task (``TaskKind.COMM``)
-whose :class:`~lumos.graph.model.Comms` row has a known kind and ``size_bytes > 0`` costs the
-modelled time of that collective over its process group (:func:`collective_time`). Waiting for
+default :class:`~lumos.sim.cost.TracedCost`). A communication task, on a GPU
+(``TaskKind.COMM``: NCCL, RCCL) or on the host (``TaskKind.CPU_COMM``: gloo), whose
+:class:`~lumos.graph.model.Comms` row has a known kind and ``size_bytes > 0`` costs the
+modelled time of that collective over its process group (:func:`collective_time`) on the
+network given: for a gloo job, a description of the hosts' network (a flat link or a TOML
+topology), as the presets describe GPU fabrics. Waiting for
 peers is not a cost: in a multi-rank simulation the peers produce it; on a single rank (a
 collective with one traced participant) the waiting the trace recorded is dropped, so a
 single-rank replay with this model shows the collective as if every peer arrived together.
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
     from lumos.graph.model import ExecGraph, Workload
 
 __all__ = ["CommCost", "comm_model_for"]
+
+_COMM_KINDS = (int(TaskKind.COMM), int(TaskKind.CPU_COMM))
 
 
 class CommCost:
@@ -112,11 +117,11 @@ class CommCost:
     # -- the CostModel protocol ----------------------------------------------------------
 
     def durations(self, graph: ExecGraph) -> NDArray[np.int64]:
-        """Traced durations, with each COMM task of known kind and size modelled."""
+        """Traced durations, with each communication task of known kind and size modelled."""
         self.diagnostics = Diagnostics()
         dur = np.array(self.fallback.durations(graph), dtype=np.int64, copy=True)
         t = graph.tasks
-        for task in np.flatnonzero((t.kind == TaskKind.COMM) & (t.comm_idx >= 0)).tolist():
+        for task in np.flatnonzero(np.isin(t.kind, _COMM_KINDS) & (t.comm_idx >= 0)).tolist():
             row = int(t.comm_idx[task])
             if self._known(graph, row):
                 dur[task] = self._time(graph, row, (graph.rank,))
@@ -128,7 +133,7 @@ class CommCost:
         groups: CollectiveGroups,
         durations: tuple[NDArray[np.int64], ...],
     ) -> NDArray[np.int64]:
-        """One time per participant: the modelled time of its group where the group is GPU
+        """One time per participant: the modelled time of its group where the group is
         communication of known kind and size, the fallback's transfer otherwise."""
         self.diagnostics = Diagnostics()
         n_members = len(groups.member_task)
@@ -141,7 +146,7 @@ class CommCost:
             lo, hi = int(groups.indptr[k]), int(groups.indptr[k + 1])
             members = [(graphs[int(groups.member_graph[i])], int(groups.member_task[i]))
                        for i in range(lo, hi)]  # fmt: skip
-            if any(g.tasks.kind[task] != TaskKind.COMM for g, task in members):
+            if any(g.tasks.kind[task] not in _COMM_KINDS for g, task in members):
                 continue
             g, task = members[0]
             row = int(g.tasks.comm_idx[task])
