@@ -254,15 +254,27 @@ def _write_rank(gi: int, st: _Rank, groups: Any, group_rank: np.ndarray,
         st.clip(chain)
         chains.append(chain)
     comm = np.flatnonzero(st.chain == 2)
-    unmatched = comm[gof[comm] < 0]
-    if unmatched.size:  # no comm row: it is compute time on the GPU (or CPU) it ran on
-        diag.warn("astra_comm_without_kind_as_compute", g.names[g.tasks.name_idx[unmatched[0]]],
-                  int(unmatched.size))  # fmt: skip
+    # a send or receive with no partner (the peer untraced, or the recording contradicting
+    # the pairing) would leave ASTRA-sim waiting: it is its traced time, as compute
+    alone = np.zeros(comm.shape[0], dtype=bool)
+    has = gof[comm] >= 0
+    alone[has] = (groups.sizes()[gof[comm[has]]] == 1) & np.isin(
+        g.comms.kind[g.tasks.comm_idx[comm[has]]], _P2P
+    )
+    if alone.any():
+        diag.warn("astra_p2p_without_partner_as_compute",
+                  g.names[g.tasks.name_idx[comm[alone][0]]], int(alone.sum()))  # fmt: skip
+    no_row = comm[~has]
+    if no_row.size:  # no comm row: it is compute time on the GPU (or CPU) it ran on
+        diag.warn("astra_comm_without_kind_as_compute", g.names[g.tasks.name_idx[no_row[0]]],
+                  int(no_row.size))  # fmt: skip
+    unmatched = comm[~has | alone]
+    if unmatched.size:
         st.chain[unmatched] = np.where(g.tasks.kind[unmatched] == TaskKind.CPU_COMM, 0, 1)
         for c in (0, 1):
             chains[c] = st.order(np.flatnonzero(st.chain == c))
             st.clip(chains[c])
-        comm = comm[gof[comm] >= 0]
+        comm = comm[(gof[comm] >= 0) & ~alone]
     # a point-to-point group's type is its first member's: each side's own kind says which
     own = g.comms.kind[g.tasks.comm_idx[comm]] if comm.size else np.zeros(0, np.int8)
     is_recv = (own == int(CommType.RECV)) & np.isin(own, _P2P)

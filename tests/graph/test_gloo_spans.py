@@ -102,3 +102,13 @@ def test_both_ranks_rendezvous_and_a_faster_network_shortens_the_steps(ranks):
         # at most half of the spans' time can go; the steps spend much of theirs waiting on
         # these transfers, so at least a quarter of the exposed communication goes
         assert 0.25 * exposed <= before - after <= 0.5 * spans
+
+
+def test_pipeline_what_ifs_refuse_sends_in_flight_until_they_can_move_them():
+    from lumos.errors import ConfigError
+    from lumos.estimate import estimate, parse_scenario
+
+    w, _ = build_workload(PIPE, workers=1)
+    for setting in (["microbatches=8"], ["schedule=1f1b"]):
+        with pytest.raises(ConfigError, match=r"rank\(s\) 0, 1 sent or received while going on"):
+            estimate(w, [parse_scenario(setting)])

@@ -56,12 +56,14 @@ from lumos.estimate.shapes import (
     retime,
     retime_spans,
 )
+from lumos.graph.build_lanes import on_lanes
 from lumos.graph.kinds import AnnotationKind, CommType, DepKind, TaskKind
 from lumos.graph.model import ExecGraph, Workload
 
 __all__ = ["MODEL_KEYS", "Edit", "forward_params", "reshape_workload", "resize_comms"]
 
 MODEL_KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatches", "microbatch_size", "pp")
+_PIPELINE_KEYS = {"microbatches", "pp"}
 _SHAPE_KEYS = ("hidden", "ffn", "heads", "seq", "microbatch_size")
 _GRAD = (int(CommType.ALL_REDUCE), int(CommType.REDUCE_SCATTER), int(CommType.ALL_GATHER))
 _P2P = (int(CommType.SEND), int(CommType.RECV))
@@ -80,6 +82,15 @@ def reshape_workload(
     unknown = sorted(set(changes) - set(MODEL_KEYS))
     if unknown:
         raise ConfigError(f"unknown model key {unknown[0]!r} (known: {', '.join(MODEL_KEYS)})")
+    if _PIPELINE_KEYS & set(changes) or schedule is not None:
+        lanes = [g.rank for g in workload.graphs if on_lanes(g).any()]
+        if lanes:
+            raise ConfigError(
+                "micro-batch, schedule and stage what-ifs move a pipeline's blocking sends and "
+                f"receives; rank(s) {', '.join(map(str, lanes))} sent or received while going "
+                "on (asynchronous isend/irecv, as torch.distributed.pipelining issues them), "
+                "which these edits do not move yet"
+            )
     edits: list[Edit] = []
     pp = base.values.get("pp", 1)
     graphs = list(workload.graphs)

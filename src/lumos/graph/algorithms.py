@@ -106,9 +106,9 @@ def topological_order(g: ExecGraph) -> NDArray[np.int64]:
 # ---------------------------------------------------------------------------------------------
 # Collectives across ranks
 
-#: How much earlier than its send a receive may end on a shared clock before the pair is taken
-#: for two unrelated transfers (clock noise between the processes of one host).
-P2P_CLOCK_TOLERANCE_NS = 50_000
+#: ``Comms.seq_id`` of a send or receive that matches nothing: the recording says it cannot be
+#: one transfer with the peer it would pair with (:func:`lumos.graph.build_ranks.align_ranks`).
+P2P_UNPAIRED = -2
 
 _P2P = (int(CommType.SEND), int(CommType.RECV))
 
@@ -138,45 +138,6 @@ class CollectiveGroups:
         return np.diff(self.indptr)
 
 
-def _split_impossible_p2p(
-    workload: Workload,
-    order: list[tuple[Any, ...]],
-    members: dict[tuple[Any, ...], list[tuple[int, int]]],
-    diags: Diagnostics,
-) -> list[tuple[Any, ...]]:
-    """``order`` with every send/receive pair that the recording says cannot be one transfer
-    split into two groups of one: on a shared clock its receive ended before its send began
-    (by more than :data:`P2P_CLOCK_TOLERANCE_NS`). Each side then keeps its recorded time, as a
-    transfer with an untraced peer does, instead of the receive waiting in the replay for a
-    send that came later (``p2p_receive_ends_before_send``)."""
-    from lumos.graph.build_ranks import shared_clock_origin
-
-    if shared_clock_origin(workload.graphs) is None:
-        return order
-    out: list[tuple[Any, ...]] = []
-    for key in order:
-        group = members[key]
-        if key[0] != "p2p" or len(group) != 2:
-            out.append(key)
-            continue
-        side = {}
-        for gi, t in group:
-            g = workload.graphs[gi]
-            kind = int(g.comms.kind[g.tasks.comm_idx[t]])
-            side[kind] = (int(g.tasks.ts_ns[t]), int(g.tasks.ts_ns[t] + g.tasks.dur_ns[t]))
-        send, recv = side.get(int(CommType.SEND)), side.get(int(CommType.RECV))
-        if send is None or recv is None or recv[1] + P2P_CLOCK_TOLERANCE_NS >= send[0]:
-            out.append(key)
-            continue
-        diags.warn("p2p_receive_ends_before_send",
-                   f"{key}: the receive ended {(send[0] - recv[1]) // 1000} us before the send began")  # fmt: skip
-        for m in group:
-            solo = ("p2p-split", *m)
-            members[solo] = [m]
-            out.append(solo)
-    return out
-
-
 def match_collectives(workload: Workload) -> CollectiveGroups:
     """Match COMM / CPU_COMM tasks that carry a ``comm_idx`` across the workload's ranks.
 
@@ -185,8 +146,8 @@ def match_collectives(workload: Workload) -> CollectiveGroups:
     k-th collective of that process group on each rank, ordered by recorded start (``ts_ns``,
     then task index — a structural choice made before simulation, never a timing input).
     Point-to-point SEND on rank ``r`` to ``q`` matches the RECV on rank ``q`` from ``r`` of the
-    same process group with the same ordinal, unless the recording says they cannot be one
-    transfer (:func:`_split_impossible_p2p`). A rank appearing twice under one key is a counted
+    same process group with the same ordinal; one whose ``seq_id`` is :data:`P2P_UNPAIRED` is a
+    group of its own and takes no ordinal. A rank appearing twice under one key is a counted
     warning (``collective_duplicate_rank``); the later task gets its own group.
     """
     diags = Diagnostics()
@@ -220,11 +181,13 @@ def match_collectives(workload: Workload) -> CollectiveGroups:
     # rows are grouped by graph (rank order), then recorded start within the graph
     for gi, task, pg, kind, seq, peer, _ts in rows:
         rank = workload.graphs[gi].rank
-        if kind in _P2P:
+        if kind in _P2P and seq == P2P_UNPAIRED:
+            key: tuple[Any, ...] = ("p2p-unpaired", gi, task)
+        elif kind in _P2P:
             src, dst = (rank, peer) if kind == CommType.SEND else (peer, rank)
             k = counters.get(("p2p", pg, src, dst, kind), 0)
             counters[("p2p", pg, src, dst, kind)] = k + 1
-            key: tuple[Any, ...] = ("p2p", pg, src, dst, k)
+            key = ("p2p", pg, src, dst, k)
         elif pg in no_seq:
             k = counters.get(("coll", pg, rank), 0)
             counters[("coll", pg, rank)] = k + 1
@@ -244,7 +207,6 @@ def match_collectives(workload: Workload) -> CollectiveGroups:
         group.append((gi, task))
         ranks_in.add(gi)
 
-    order = _split_impossible_p2p(workload, order, members, diags)
     sizes = [len(members[k]) for k in order]
     indptr = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(sizes, out=indptr[1:])

@@ -18,15 +18,22 @@ import dataclasses
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos.graph.model import ExecGraph
 from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_meta import Processors
 from lumos.ingest.kineto_schema import Category
 
-__all__ = ["gloo_lanes", "gloo_spans"]
+__all__ = ["gloo_lanes", "gloo_spans", "on_lanes"]
 
 _CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
 # lane thread ids, clear of OS thread ids: 2**40 + 64 * (thread id) + lane
 _LANE_TID_BASE = 1 << 40
+
+
+def on_lanes(graph: ExecGraph) -> NDArray[np.bool_]:
+    """Which of a graph's tasks run on a lane (a gloo send or receive in flight)."""
+    lane = graph.processors.tid >= _LANE_TID_BASE
+    return lane[graph.tasks.processor_idx]
 
 
 def gloo_spans(trace: KinetoTrace) -> NDArray[np.bool_]:

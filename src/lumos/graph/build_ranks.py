@@ -23,7 +23,61 @@ def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
     """
     if len(graphs) < 2:
         return tuple(graphs)
+    if shared_clock_origin(graphs) is not None:
+        graphs = _unpair_impossible_p2p(tuple(graphs))
     return _collective_waits(_common_origin(graphs))
+
+
+#: How much earlier than its send a receive may end on a shared clock before the pair is taken
+#: for two transfers (clock noise between the processes of one host).
+P2P_CLOCK_TOLERANCE_NS = 50_000
+
+
+def _unpair_impossible_p2p(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ...]:
+    """Each send/receive pair whose receive ended before its send began on the shared clock
+    (beyond :data:`P2P_CLOCK_TOLERANCE_NS`) marked unpaired on both sides
+    (:data:`lumos.graph.algorithms.P2P_UNPAIRED`): each keeps its recorded time, as a transfer
+    with an untraced peer does, instead of the receive waiting in the replay for a send that
+    came later. Counted on the receiving rank (``p2p_receive_ends_before_send``). The mark
+    lives in the graph, so what an edit copies stays unpaired whatever times the copies get."""
+    from lumos.graph.algorithms import P2P_UNPAIRED
+    from lumos.graph.model import CommType, Workload
+
+    w = Workload(graphs)
+    groups = w.collective_groups()
+    rows: dict[int, list[int]] = {}  # graph -> its comm rows to unpair
+    notes: dict[int, list[str]] = {}
+    for k in np.flatnonzero(groups.sizes() == 2).tolist():
+        lo = int(groups.indptr[k])
+        side = {}
+        for gi, t in zip(groups.member_graph[lo : lo + 2].tolist(),
+                         groups.member_task[lo : lo + 2].tolist(), strict=True):  # fmt: skip
+            g = w.graphs[gi]
+            row = int(g.tasks.comm_idx[t])
+            s, e = int(g.tasks.ts_ns[t]), int(g.tasks.ts_ns[t] + g.tasks.dur_ns[t])
+            side[int(g.comms.kind[row])] = (gi, row, s, e)
+        send, recv = side.get(int(CommType.SEND)), side.get(int(CommType.RECV))
+        if send is None or recv is None or recv[3] + P2P_CLOCK_TOLERANCE_NS >= send[2]:
+            continue
+        notes.setdefault(recv[0], []).append(
+            f"receive from rank {w.graphs[send[0]].rank} ended {(send[2] - recv[3]) // 1000} us "
+            "before its send began"
+        )
+        rows.setdefault(send[0], []).append(send[1])
+        rows.setdefault(recv[0], []).append(recv[1])
+    out = []
+    for g in graphs:
+        gi = next(i for i, x in enumerate(w.graphs) if x is g)
+        if gi not in rows:
+            out.append(g)
+            continue
+        seq = g.comms.seq_id.copy()
+        seq[rows[gi]] = P2P_UNPAIRED
+        diag = g.diagnostics.copy()
+        for note in notes.get(gi, []):
+            diag.warn("p2p_receive_ends_before_send", note)
+        out.append(g.replace(comms=g.comms.replace(seq_id=seq), diagnostics=diag))
+    return tuple(out)
 
 
 def shared_clock_origin(graphs: Sequence[ExecGraph]) -> int | None:
