@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from tests.realdata import trace
 
+from lumos.ingest.comm_args import collective_size_bytes
 from lumos.ingest.kineto import read_kineto
-from lumos.ingest.kineto_comms import collective_size_bytes
 
 
 def _rows(t, kind):

@@ -6,14 +6,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lumos.errors import ConfigError
 from lumos.estimate.edit import Edit
 from lumos.estimate.interleave import interleave
 from lumos.estimate.layers import LayerMap
 from lumos.estimate.merge import merge_stages
 from lumos.estimate.stages import restage
+from lumos.graph.build_lanes import on_lanes
 from lumos.graph.model import Workload
 
-__all__ = ["interleave_edit", "merge_edit", "split_edit"]
+__all__ = ["interleave_edit", "merge_edit", "refuse_sends_in_flight", "split_edit"]
+
+
+def refuse_sends_in_flight(workload: Workload) -> None:
+    """A ConfigError when some rank sent or received while going on (its sends on lanes,
+    :mod:`lumos.graph.build_lanes`): the micro-batch, schedule and stage edits move blocking
+    sends and receives only."""
+    lanes = [g.rank for g in workload.graphs if on_lanes(g).any()]
+    if lanes:
+        raise ConfigError(
+            "micro-batch, schedule and stage what-ifs move a pipeline's blocking sends and "
+            f"receives; rank(s) {', '.join(map(str, lanes))} sent or received while going on "
+            "(asynchronous isend/irecv, as torch.distributed.pipelining issues them), which "
+            "these edits do not move yet"
+        )
 
 
 def _added(before: Workload, after: Workload) -> int:

@@ -46,6 +46,7 @@ from lumos.estimate.layers import (
 )
 from lumos.estimate.pipeline import reschedule
 from lumos.estimate.pipeline_edits import interleave_edit, merge_edit, split_edit
+from lumos.estimate.pipeline_edits import refuse_sends_in_flight as _refuse_in_flight
 from lumos.estimate.shapes import (
     Dims,
     _Mapper,
@@ -56,7 +57,6 @@ from lumos.estimate.shapes import (
     retime,
     retime_spans,
 )
-from lumos.graph.build_lanes import on_lanes
 from lumos.graph.kinds import AnnotationKind, CommType, DepKind, TaskKind
 from lumos.graph.model import ExecGraph, Workload
 
@@ -83,14 +83,7 @@ def reshape_workload(
     if unknown:
         raise ConfigError(f"unknown model key {unknown[0]!r} (known: {', '.join(MODEL_KEYS)})")
     if _PIPELINE_KEYS & set(changes) or schedule is not None:
-        lanes = [g.rank for g in workload.graphs if on_lanes(g).any()]
-        if lanes:
-            raise ConfigError(
-                "micro-batch, schedule and stage what-ifs move a pipeline's blocking sends and "
-                f"receives; rank(s) {', '.join(map(str, lanes))} sent or received while going "
-                "on (asynchronous isend/irecv, as torch.distributed.pipelining issues them), "
-                "which these edits do not move yet"
-            )
+        _refuse_in_flight(workload)
     edits: list[Edit] = []
     pp = base.values.get("pp", 1)
     graphs = list(workload.graphs)

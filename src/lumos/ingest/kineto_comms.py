@@ -21,7 +21,8 @@ the tensors' "Input Dims" x "Input type". Metadata always wins over dims. A ``c1
 ``scatter_``, their ``_coalesced``/``_into_tensor`` forms): its first tensor is the *output*;
 ``nccl:<op>``, ``gloo:<op>`` and ``record_param_comms`` list the input first.
 
-``size_bytes`` is the size *as the collective defines it* (:func:`collective_size_bytes`), one
+``size_bytes`` is the size *as the collective defines it*
+(:func:`lumos.ingest.comm_args.collective_size_bytes`), one
 convention whatever the dialect:
 
 ================  ======================================================================
@@ -65,11 +66,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import msgspec
 import numpy as np
 
+from lumos.ingest.comm_args import as_int, collective_size_bytes, dims_at, dims_bytes, ranks_of
 from lumos.ingest.comm_names import dtype_size_bytes, normalize_collective
 from lumos.ingest.kineto_schema import Category, EventMeta
 
@@ -97,43 +98,6 @@ _C10D_OUT_IN = frozenset(
         "c10d::scatter_",
     }
 )
-#: Kinds whose size is the tensor itself: input and output are the same message.
-_SAME_IN_OUT = frozenset(
-    {"all_reduce", "broadcast", "reduce", "barrier", "send", "recv", "send_recv"}
-)
-
-
-def collective_size_bytes(kind: str, in_bytes: int, out_bytes: int, group_size: int) -> int:
-    """The size of one collective call as its kind defines it (module docstring); -1 if unknown.
-
-    >>> collective_size_bytes("all_gather", 50_272, 402_176, 8)
-    402176
-    >>> collective_size_bytes("reduce_scatter", 587_202_560, 73_400_320, 8)
-    587202560
-    >>> collective_size_bytes("all_gather", 1024, -1, 4), collective_size_bytes("gather", 10, 40, 4)
-    (4096, 40)
-    """
-    known = [b for b in (in_bytes, out_bytes) if b >= 0]
-    if not known:
-        return -1
-    g = group_size if group_size > 0 else 0
-    if kind in _SAME_IN_OUT or kind == "all_to_all":
-        return in_bytes if in_bytes >= 0 else out_bytes
-    if kind == "all_gather":
-        if out_bytes >= 0:
-            return out_bytes
-        return in_bytes * g if g else -1
-    if kind == "reduce_scatter":
-        if in_bytes >= 0:
-            return in_bytes
-        return out_bytes * g if g else -1
-    if kind in ("gather", "scatter"):
-        # the root's full buffer; one side may be only the shard (see the docstring)
-        full = max(known)
-        if g and (len(known) == 1 or in_bytes == out_bytes):
-            full = max(full, min(known) * g)
-        return full
-    return max(known)
 
 
 @dataclass(frozen=True, eq=False)
@@ -217,66 +181,6 @@ class _Row:
         self.tag = -1
 
 
-def _as_int(v: Any) -> int:
-    if type(v) is int:  # the common cases first: called four times per collective event
-        return v
-    if v is None or isinstance(v, bool):
-        return -1
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v.strip())
-    return -1
-
-
-def _ranks(v: Any) -> tuple[int, ...]:
-    if isinstance(v, str):
-        try:
-            v = msgspec.json.decode(v.encode())
-        except msgspec.DecodeError:
-            return ()
-    if isinstance(v, list):
-        return tuple(x for x in v if isinstance(x, int) and not isinstance(x, bool))
-    return ()
-
-
-def _numel(dims: Any, pos: int = 0) -> int:
-    """Elements of the ``pos``-th tensor (or tensor list) in an "Input Dims" value."""
-    if not isinstance(dims, list) or len(dims) <= pos:
-        return -1
-    first = dims[pos]
-    if isinstance(first, list) and first and all(isinstance(d, list) for d in first):
-        return sum(max(_numel([t]), 0) for t in first) if first else -1
-    if isinstance(first, list) and all(isinstance(d, int) for d in first):
-        n = 1
-        for d in first:
-            n *= d
-        return n
-    return -1
-
-
-def _type_at(types: Any, pos: int = 0) -> str:
-    if isinstance(types, list) and len(types) > pos and isinstance(types[pos], str):
-        return types[pos]
-    return ""
-
-
-def _dims_at(a: EventMeta, pos: int) -> tuple[int, str]:
-    """(numel, type) of the ``pos``-th argument when it is a tensor or a non-empty tensor list;
-    ``(-1, "")`` for scalars and empty lists (``[]`` with type "Scalar", "TensorList" or "")."""
-    t = _type_at(a.input_type, pos)
-    dims = a.input_dims
-    if not isinstance(dims, list) or len(dims) <= pos:
-        return -1, ""
-    d = dims[pos]
-    tensor = dtype_size_bytes(t) > 0
-    tensor_list = isinstance(d, list) and bool(d) and all(isinstance(x, list) for x in d)
-    if not (tensor or tensor_list):
-        return -1, ""
-    n = _numel(dims, pos)
-    return (n, t) if n >= 0 else (-1, "")
-
-
 def _absorb(row: _Row, name: str, a: EventMeta) -> None:
     """Fold the metadata of one event into a row; earlier (outer) facts win."""
     base = name.split("#", 1)[0]
@@ -295,7 +199,7 @@ def _absorb(row: _Row, name: str, a: EventMeta) -> None:
     if isinstance(dtype, str) and dtype and not row.dtype:
         row.dtype = dtype
     elt = dtype_size_bytes(row.dtype) if row.dtype else 0
-    in_n, out_n = _as_int(a.in_nelems), _as_int(a.out_nelems)
+    in_n, out_n = as_int(a.in_nelems), as_int(a.out_nelems)
     if elt and in_n >= 0 and row.in_bytes < 0:
         row.in_bytes = in_n * elt
     if elt and out_n >= 0 and row.out_bytes < 0:
@@ -304,16 +208,16 @@ def _absorb(row: _Row, name: str, a: EventMeta) -> None:
     out_first = base in _C10D_OUT_IN
     in_pos = 1 if out_first else 0
     if row.dims_in < 0:
-        row.dims_in, row.dims_in_type = _dims_at(a, in_pos)
+        row.dims_in, row.dims_in_type = dims_at(a, in_pos)
     elif not dtype_size_bytes(row.dims_in_type):
         # a c10d call's "TensorList" has the count, not the element type: an inner span of
         # the same count (gloo's worker span says "float") names it
-        n, t = _dims_at(a, in_pos)
+        n, t = dims_at(a, in_pos)
         if n == row.dims_in and dtype_size_bytes(t):
             row.dims_in_type = t
     if out_first and row.dims_out < 0:
-        row.dims_out, row.dims_out_type = _dims_at(a, 0)
-    gs = _as_int(a.group_size)
+        row.dims_out, row.dims_out_type = dims_at(a, 0)
+    gs = as_int(a.group_size)
     if gs > 0 and row.group_size < 0:
         row.group_size = gs
     pg = a.pg_name
@@ -322,17 +226,17 @@ def _absorb(row: _Row, name: str, a: EventMeta) -> None:
     desc = a.pg_desc
     if isinstance(desc, str) and not row.pg_desc:
         row.pg_desc = desc
-    ranks = _ranks(a.pg_ranks)
+    ranks = ranks_of(a.pg_ranks)
     if ranks and not row.pg_ranks:
         row.pg_ranks = ranks
-    seq = _as_int(a.coll_seq)
+    seq = as_int(a.coll_seq)
     if seq >= 0 and row.seq < 0:
         row.seq = seq
     if base in ("c10d::send", "c10d::recv_", "c10d::recv", "c10d::recv_any_source_"):
         # (tensors, [process group,] peer, tag): the process group is recorded as "" by the
         # torch versions that pass it (["", "", "2", "0"] sends to rank 2)
         ci = a.concrete_inputs
-        ints = [_as_int(x) for x in ci[1:] if x != ""] if isinstance(ci, list) else []
+        ints = [as_int(x) for x in ci[1:] if x != ""] if isinstance(ci, list) else []
         if ints and row.peer < 0:
             row.peer = ints[0]
         if len(ints) >= 2 and row.tag < 0:
@@ -413,18 +317,12 @@ def build_collectives(
     )
 
 
-def _dims_bytes(numel: int, type_name: str, row_dtype: str) -> int:
-    e = dtype_size_bytes(type_name) if type_name else 0
-    e = e or (dtype_size_bytes(row_dtype) if row_dtype else 0)
-    return numel * e if numel >= 0 and e else -1
-
-
 def _settle_bytes(row: _Row) -> None:
     """Fill in/out bytes the metadata left unknown from the tensors' dims."""
     if row.in_bytes < 0:
-        row.in_bytes = _dims_bytes(row.dims_in, row.dims_in_type, row.dtype)
+        row.in_bytes = dims_bytes(row.dims_in, row.dims_in_type, row.dtype)
     if row.out_bytes < 0:
-        row.out_bytes = _dims_bytes(row.dims_out, row.dims_out_type, row.dtype)
+        row.out_bytes = dims_bytes(row.dims_out, row.dims_out_type, row.dtype)
     if not row.dtype:
         t = row.dims_in_type or row.dims_out_type
         row.dtype = t if t and dtype_size_bytes(t) else ""
