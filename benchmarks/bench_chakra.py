@@ -294,14 +294,14 @@ def _every_realdata_et(repeat: int) -> None:
 
 
 def _decode(buf: np.ndarray, python: bool) -> list[np.ndarray]:
-    from lumos.chakra import _wire, _wire_py, io
+    from lumos.chakra import _wire, _wire_py, io, io_nodes
     from lumos.chakra.attrs import read_varint
 
     err, empty = np.zeros(7, np.int64), np.zeros(0, np.int64)
     scan = _wire_py.scan_records if python else _wire.scan_records
     n = scan(buf, 0, buf.size, io.RECORD_DEFAULT, False, empty, empty, err)
     meta_len, pos = read_varint(buf[:10].tobytes(), 0)
-    return io._decode_nodes(Path("x.et"), buf, pos + meta_len, n - 1, err, python)
+    return io_nodes.decode_node_records(Path("x.et"), buf, pos + meta_len, n - 1, err, python)
 
 
 def _first_read_s(path: Path, cache: str) -> float:

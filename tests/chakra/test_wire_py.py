@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lumos import _jit
-from lumos.chakra import NodeType, _wire, _wire_py, attr, io, read_chakra, write_chakra
+from lumos.chakra import NodeType, _wire, _wire_py, attr, io, io_nodes, read_chakra, write_chakra
 from lumos.chakra._wire import MAX_MICROS
 from lumos.chakra.attrs import IOInfo, read_varint
 from lumos.chakra.attrs import varint_bytes as _v
@@ -30,7 +30,7 @@ Result = tuple[int, int, list[np.ndarray]] | str
 
 
 def _decode(buf: np.ndarray, python: bool) -> Result:
-    """``(records, empty node records, io._decode_nodes columns)`` by one decoder, or the
+    """``(records, empty node records, io_nodes.decode_node_records columns)`` by one decoder, or the
     message of the error ``read_chakra`` would raise."""
     path = Path("t.et")
     err = np.zeros(7, dtype=np.int64)
@@ -41,7 +41,7 @@ def _decode(buf: np.ndarray, python: bool) -> Result:
         io._raise_scan(path, err, io.RECORD_DEFAULT)
         n_empty = int(err[4])
         meta_len, pos = read_varint(buf[:10].tobytes(), 0)
-        cols = io._decode_nodes(path, buf, pos + meta_len, n - 1, err, python)
+        cols = io_nodes.decode_node_records(path, buf, pos + meta_len, n - 1, err, python)
     except ChakraFormatError as exc:
         return str(exc)
     return n, n_empty, cols

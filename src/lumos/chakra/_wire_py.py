@@ -8,7 +8,7 @@ and the bytes decoded here by this process stay within :data:`MAX_BYTES`; the ba
 (:mod:`lumos._jit`) fills the cache for the next command meanwhile.
 
 The results are exactly the compiled ones: :func:`scan_records` has the compiled signature;
-:func:`decode_nodes` returns the columns of ``lumos.chakra.io._decode_nodes`` (same dtypes and
+:func:`decode_nodes` returns the columns of ``lumos.chakra.io_nodes.decode_node_records`` (same dtypes and
 values, names interned in first-occurrence order with the same ``(offset, length)`` spans); a
 malformed node fills ``err`` as the compiled decoder does and raises
 :class:`~lumos.chakra._wire.MalformedNode`, so the caller's error message is the same. Fields
@@ -306,7 +306,7 @@ def _intern(table: dict[bytes, int], rep: list[int], data: bytes, o: int, ln: in
 
 def decode_nodes(buf: np.ndarray, pos: int, n: int, err: np.ndarray) -> list[np.ndarray]:
     """The ``n`` Node records from byte ``pos`` of ``buf`` (framing checked by
-    :func:`scan_records`) as the columns of ``lumos.chakra.io._decode_nodes``, in its order."""
+    :func:`scan_records`) as the columns of ``lumos.chakra.io_nodes.decode_node_records``, in its order."""
     data = buf.tobytes()
     node_id, name_idx, node_type, start, dur = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
     inp_off, inp_len, out_off, out_len = [0] * n, [-1] * n, [0] * n, [-1] * n
