@@ -113,11 +113,11 @@ def test_default_dlrm_set_finishes_23_to_27_percent_early(dlrm_astra, tmp_path):
 
 
 @pytest.mark.parametrize("run", ["pipeline_4_stages", "gloo_pipelining_2stage"])
-def test_recorded_pipelines_complete_in_astra_sim(run, tmp_path):
+def test_recorded_pipelines_complete_in_astra_sim_when_lumos_says(run, tmp_path):
     """Both sides of every send/receive pair written as what they are on their rank: ASTRA-sim
     runs the pipelines to the end (it stalled on them when a later stage's receives were
-    written as sends). Finish times are not compared: on these sets lumos's model of ASTRA-sim
-    ends 12 % (2 stages) to 90 % (4 stages) later than ASTRA-sim 2025-08 (c459ab6) does."""
+    written as sends), and every rank finishes when lumos's model of ASTRA-sim says (to the
+    ns with ASTRA-sim 2025-09, feeder v3)."""
     from tests.conftest import DATA
 
     from lumos.convert_astra import convert_astra
@@ -126,3 +126,5 @@ def test_recorded_pipelines_complete_in_astra_sim(run, tmp_path):
     convert_astra([DATA / run], prefix, workers=1)
     rc, finish, out = run_astra_sim(prefix, tmp_path)
     assert rc == 0 and sorted(finish) == sorted(by_rank(prefix)), out[-2000:]
+    lumos = replay_chakra_only([prefix])
+    assert {r["rank"]: r["finish_ns"] for r in lumos["ranks"]} == finish
