@@ -32,8 +32,10 @@ collective type ASTRA-sim does not implement) is counted in ``diagnostics`` and 
 Against ASTRA-sim's analytical congestion-unaware binary (built from its public sources;
 ``LUMOS_ASTRA_SIM=... pytest tests/astra/test_astra_sim_binary.py``), per-rank finish times
 agree exactly on the four 8-NPU microbenchmarks and on its custom ring all-reduce (sends and
-receives) and on the 2-rank demo's ``--target astra-sim`` set, and within 0.12 % on the
-8-rank DLRM sets (default, ``--compat upstream``, ``--target astra-sim``).
+receives), on the 2-rank demo's ``--target astra-sim`` set and on those of the two recorded
+pipelines (``tests/data/pipeline_4_stages``, ``gloo_pipelining_2stage``: sends and receives
+between stages), and within 0.12 % on the 8-rank DLRM sets (default, ``--compat upstream``,
+``--target astra-sim``).
 """
 
 from __future__ import annotations
