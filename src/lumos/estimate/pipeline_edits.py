@@ -12,7 +12,7 @@ from lumos.estimate.interleave import interleave
 from lumos.estimate.layers import LayerMap
 from lumos.estimate.merge import merge_stages
 from lumos.estimate.stages import restage
-from lumos.graph.build_lanes import on_lanes
+from lumos.graph.build_gloo import on_lanes
 from lumos.graph.model import Workload
 
 __all__ = ["interleave_edit", "merge_edit", "refuse_sends_in_flight", "split_edit"]
@@ -20,7 +20,7 @@ __all__ = ["interleave_edit", "merge_edit", "refuse_sends_in_flight", "split_edi
 
 def refuse_sends_in_flight(workload: Workload) -> None:
     """A ConfigError when some rank sent or received while going on (its sends on lanes,
-    :mod:`lumos.graph.build_lanes`): the micro-batch, schedule and stage edits move blocking
+    :mod:`lumos.graph.build_gloo`): the micro-batch, schedule and stage edits move blocking
     sends and receives only."""
     lanes = [g.rank for g in workload.graphs if on_lanes(g).any()]
     if lanes:

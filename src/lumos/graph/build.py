@@ -43,7 +43,7 @@ from lumos.graph.build_deps import (
     processor_chain,
 )
 from lumos.graph.build_gaps import attribute_gaps
-from lumos.graph.build_lanes import gloo_lanes
+from lumos.graph.build_gloo import gloo_lanes
 from lumos.graph.build_links import Launches, find_launches, launching_event
 from lumos.graph.build_ranks import align_ranks
 from lumos.graph.build_spans import cpu_spans, step_annotations

@@ -18,7 +18,7 @@ collective's own time, and a span split into its copies would leave the transfer
 gap. A gloo span on a thread that runs other work too (point-to-point: gloo records
 ``gloo:send``/``gloo:recv`` on the calling thread) is a task when nothing starts inside it (a
 blocking send or receive); one that later work starts inside (an asynchronous isend/irecv still
-in flight) goes onto a lane beside its thread (:mod:`lumos.graph.build_lanes`). Every processor
+in flight) goes onto a lane beside its thread (both: :mod:`lumos.graph.build_gloo`). Every processor
 also gets a zero-cost ``<start>`` task at position 0, the anchor its first task's release
 delay hangs from, so that nothing has to read a recorded start time at simulation time.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos.graph.build_lanes import gloo_spans
+from lumos.graph.build_gloo import gloo_spans, inside_gloo_workers
 from lumos.graph.model import TaskKind
 from lumos.ingest.comm_names import is_comm_kernel
 from lumos.ingest.kineto import KinetoTrace
@@ -39,7 +39,6 @@ from lumos.ingest.kineto_schema import Category
 __all__ = [
     "GLOO_LEFT_OUT",
     "TaskLayout",
-    "inside_gloo_workers",
     "lay_out_tasks",
     "left_out_gloo_spans",
 ]
@@ -105,36 +104,12 @@ def _leaf_mask(trace: KinetoTrace, cand: NDArray[np.bool_]) -> NDArray[np.bool_]
     return leaf
 
 
-def inside_gloo_workers(
-    trace: KinetoTrace, gloo: NDArray[np.bool_], cand: NDArray[np.bool_]
-) -> NDArray[np.bool_]:
-    """Candidates (not gloo spans) nested inside a gloo span on a gloo *worker* thread: one
-    whose every candidate is a gloo span or lies inside one. On a thread that runs other work
-    too (gloo's point-to-point spans are recorded on the calling thread) nothing is nested."""
-    ev = trace.events
-    out = np.zeros_like(cand)
-    spans = np.flatnonzero(gloo)
-    for p in np.unique(ev.processor_idx[spans]).tolist():
-        o = spans[ev.processor_idx[spans] == p]
-        starts = ev.ts_ns[o]
-        # the latest end among the spans that start by each start: a candidate that ends by
-        # it lies inside one of them
-        ends = np.maximum.accumulate(starts + ev.dur_ns[o])
-        c = np.flatnonzero(cand & ~gloo & (ev.processor_idx == p))
-        k = starts.searchsorted(ev.ts_ns[c], side="right") - 1
-        hit = k >= 0
-        hit[hit] = ev.ts_ns[c[hit]] + ev.dur_ns[c[hit]] <= ends[k[hit]]
-        if hit.all():
-            out[c] = True
-    return out
-
-
 def lay_out_tasks(
     trace: KinetoTrace, blocking_copy: NDArray[np.bool_], lane_of: NDArray[np.int32] | None = None
 ) -> TaskLayout:
     """Pick task events (see the module docstring) and group them by processor.
 
-    ``lane_of`` (from :func:`lumos.graph.build_lanes.gloo_lanes`, whose trace this is then)
+    ``lane_of`` (from :func:`lumos.graph.build_gloo.gloo_lanes`, whose trace this is then)
     puts the gloo spans in flight beside their thread on their lanes, as tasks.
 
     ``blocking_copy`` marks runtime calls that launched a copy and waited for it; each gets a

@@ -1,6 +1,8 @@
-"""Lanes for asynchronous gloo point-to-point: a send or receive in flight beside its thread.
+"""gloo's spans: the worker threads that run collectives, and lanes for point-to-point in flight.
 
-gloo records ``gloo:send`` / ``gloo:recv`` on the *calling* thread, from the call to the end of
+A gloo *worker* thread runs nothing but ``gloo:<op>`` spans and what gloo does inside them (the
+copies around a collective's transfer): :func:`inside_gloo_workers` names those ops, which are
+the collective's own time. gloo records ``gloo:send`` / ``gloo:recv`` on the *calling* thread, from the call to the end of
 the transfer. A blocking send or receive holds its thread for the whole span, and the span is a
 task of that thread. An ``isend``/``irecv`` (``torch.distributed.pipelining`` issues them, and
 keeps computing) leaves the span open while the thread goes on: later work of the thread starts
@@ -23,10 +25,10 @@ from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_meta import Processors
 from lumos.ingest.kineto_schema import Category
 
-__all__ = ["gloo_lanes", "gloo_spans", "on_lanes"]
+__all__ = ["gloo_lanes", "gloo_spans", "inside_gloo_workers", "on_lanes"]
 
 _CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
-# lane thread ids, clear of OS thread ids: 2**40 + 64 * (thread id) + lane
+# lane thread ids, clear of OS thread ids: 2**40 + the lane's processor row
 _LANE_TID_BASE = 1 << 40
 
 
@@ -43,12 +45,28 @@ def gloo_spans(trace: KinetoTrace) -> NDArray[np.bool_]:
     return (ev.cat == int(Category.USER_ANNOTATION)) & np.isin(ev.name_idx, ids)
 
 
+def inside_gloo_workers(
+    trace: KinetoTrace, gloo: NDArray[np.bool_], cand: NDArray[np.bool_]
+) -> NDArray[np.bool_]:
+    """Candidates (not gloo spans) nested inside a gloo span on a gloo worker thread: one
+    whose every candidate is a gloo span or lies inside one. On a thread that runs other work
+    too (gloo's point-to-point spans are recorded on the calling thread) nothing is nested."""
+    ev = trace.events
+    out = np.zeros_like(cand)
+    spans = np.flatnonzero(gloo)
+    for p in np.unique(ev.processor_idx[spans]).tolist():
+        o = spans[ev.processor_idx[spans] == p]
+        c = np.flatnonzero(cand & ~gloo & (ev.processor_idx == p))
+        if _inside(trace, c, o).all():
+            out[c] = True
+    return out
+
+
 def gloo_lanes(trace: KinetoTrace) -> tuple[KinetoTrace, NDArray[np.int32]]:
     """The trace with a processor appended per lane, and each event's lane (its processor row
     there; -1 for every event that stays on its own processor). A gloo span is put on a lane
     when another task candidate of its thread (a CPU op, a runtime call, a gloo span) starts
-    inside it, on a thread that runs more than gloo spans (a gloo worker's spans hold the ops
-    of their own collective: :func:`lumos.graph.build_tasks.inside_gloo_workers`)."""
+    inside it, on a thread that is no gloo worker (:func:`inside_gloo_workers`)."""
     ev = trace.events
     gloo = gloo_spans(trace)
     lane_of = np.full(len(ev), -1, dtype=np.int32)
@@ -62,15 +80,12 @@ def gloo_lanes(trace: KinetoTrace) -> tuple[KinetoTrace, NDArray[np.int32]]:
     n_procs = len(procs)
     for p in np.unique(ev.processor_idx[spans]).tolist():
         on_p = spans[ev.processor_idx[spans] == p]
-        c = np.flatnonzero(cand & (ev.processor_idx == p))
-        starts = ev.ts_ns[c]  # events are in time order on their processor
+        others = np.flatnonzero(cand & ~gloo & (ev.processor_idx == p))
+        if others.size and _inside(trace, others, on_p).all():
+            continue  # a gloo worker: its spans hold their collective's own ops
+        starts = ev.ts_ns[np.flatnonzero(cand & (ev.processor_idx == p))]  # in time order
         s_ts = ev.ts_ns[on_p]
         s_end = s_ts + ev.dur_ns[on_p]
-        others = np.flatnonzero(cand & ~gloo & (ev.processor_idx == p))
-        if others.size and _all_inside(
-            ev.ts_ns[others], ev.ts_ns[others] + ev.dur_ns[others], s_ts, s_end
-        ):
-            continue  # a gloo worker: its spans hold their collective's own ops
         inside = starts.searchsorted(s_end, side="left") - starts.searchsorted(s_ts, side="right")
         flying = inside > 0
         base = len(label)  # this thread's first lane
@@ -82,7 +97,7 @@ def gloo_lanes(trace: KinetoTrace) -> tuple[KinetoTrace, NDArray[np.int32]]:
                 lanes_end.append(b)
                 kind.append(np.zeros(1, dtype=procs.kind.dtype))
                 pid.append(procs.pid[p : p + 1])
-                tid.append(np.array([_LANE_TID_BASE + 64 * (int(procs.tid[p]) & 0xFFFFFF) + k]))
+                tid.append(np.array([_LANE_TID_BASE + len(label)]))  # unique in the trace
                 device.append(procs.device[p : p + 1])
                 label.append(f"{procs.label[p]} gloo p2p {k}")
             lanes_end[k] = b
@@ -96,12 +111,15 @@ def gloo_lanes(trace: KinetoTrace) -> tuple[KinetoTrace, NDArray[np.int32]]:
     return dataclasses.replace(trace, processors=grown), lane_of
 
 
-def _all_inside(
-    ts: NDArray[np.int64], end: NDArray[np.int64], s_ts: NDArray[np.int64], s_end: NDArray[np.int64]
-) -> bool:
-    """Whether every ``[ts, end]`` lies inside one of the spans (sorted by start)."""
-    reach = np.maximum.accumulate(s_end)
-    k = s_ts.searchsorted(ts, side="right") - 1
+def _inside(
+    trace: KinetoTrace, events: NDArray[np.int64], spans: NDArray[np.int64]
+) -> NDArray[np.bool_]:
+    """Which ``events`` lie inside one of ``spans`` (event rows of one processor, in time
+    order): the latest end among the spans that start by an event's start reaches its end."""
+    ev = trace.events
+    s_ts = ev.ts_ns[spans]
+    reach = np.maximum.accumulate(s_ts + ev.dur_ns[spans])
+    k = s_ts.searchsorted(ev.ts_ns[events], side="right") - 1
     ok = k >= 0
-    ok[ok] = end[ok] <= reach[k[ok]]
-    return bool(ok.all())
+    ok[ok] = ev.ts_ns[events[ok]] + ev.dur_ns[events[ok]] <= reach[k[ok]]
+    return ok
