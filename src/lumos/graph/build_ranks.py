@@ -43,6 +43,9 @@ def _unpair_impossible_p2p(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ..
     from lumos.graph.algorithms import P2P_UNPAIRED
     from lumos.graph.model import CommType, Workload
 
+    p2p = (int(CommType.SEND), int(CommType.RECV))
+    if not any(np.isin(g.comms.kind, p2p).any() for g in graphs):
+        return graphs  # no send or receive: nothing to match twice
     w = Workload(graphs)
     groups = w.collective_groups()
     rows: dict[int, list[int]] = {}  # graph -> its comm rows to unpair
