@@ -277,7 +277,7 @@ def _write_rank(gi: int, st: _Rank, groups: Any, group_rank: np.ndarray,
         comm = comm[(gof[comm] >= 0) & ~alone]
     # a point-to-point group's type is its first member's: each side's own kind says which
     own = g.comms.kind[g.tasks.comm_idx[comm]] if comm.size else np.zeros(0, np.int8)
-    is_recv = (own == int(CommType.RECV)) & np.isin(own, _P2P)
+    is_recv = own == int(CommType.RECV)
     if is_recv.any():  # a receive takes no slot: outside every chain, ordered by its edges
         st.chain[comm[is_recv]] = 3
         comm = comm[~is_recv]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from lumos.errors import ConfigError
-from lumos.graph.kinds import CommType, TaskKind
+from lumos.graph.kinds import COMM_TASK_KINDS, CommType
 from lumos.graph.model import ExecGraph, Workload
 
 __all__ = ["AlphaBetaFit", "CalibrationRow", "calibrate_from_graph", "fit_alpha_beta"]
@@ -105,7 +105,7 @@ def calibrate_from_graph(graph_or_workload: ExecGraph | Workload) -> list[Calibr
     for g in Workload.of(graph_or_workload).graphs:
         t, c = g.tasks, g.comms
         sel = np.flatnonzero(
-            np.isin(t.kind, (int(TaskKind.COMM), int(TaskKind.CPU_COMM))) & (t.comm_idx >= 0)
+            np.isin(t.kind, np.array(COMM_TASK_KINDS, np.int8)) & (t.comm_idx >= 0)
         )
         for task, row in zip(sel.tolist(), t.comm_idx[sel].tolist(), strict=True):
             kind, size = int(c.kind[row]), int(c.size_bytes[row])

@@ -35,7 +35,7 @@ from lumos.cost.collectives import Link, collective_time
 from lumos.cost.topology import Topology, resolve_topology
 from lumos.diagnostics import Diagnostics
 from lumos.errors import ConfigError
-from lumos.graph.kinds import CommType, TaskKind
+from lumos.graph.kinds import COMM_TASK_KINDS, CommType
 from lumos.sim.cost import CostModel, TracedCost
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from lumos.graph.model import ExecGraph, Workload
 
 __all__ = ["CommCost", "comm_model_for"]
-
-_COMM_KINDS = (int(TaskKind.COMM), int(TaskKind.CPU_COMM))
 
 
 class CommCost:
@@ -121,7 +119,9 @@ class CommCost:
         self.diagnostics = Diagnostics()
         dur = np.array(self.fallback.durations(graph), dtype=np.int64, copy=True)
         t = graph.tasks
-        for task in np.flatnonzero(np.isin(t.kind, _COMM_KINDS) & (t.comm_idx >= 0)).tolist():
+        for task in np.flatnonzero(
+            np.isin(t.kind, np.array(COMM_TASK_KINDS, np.int8)) & (t.comm_idx >= 0)
+        ).tolist():
             row = int(t.comm_idx[task])
             if self._known(graph, row):
                 dur[task] = self._time(graph, row, (graph.rank,))
@@ -146,7 +146,7 @@ class CommCost:
             lo, hi = int(groups.indptr[k]), int(groups.indptr[k + 1])
             members = [(graphs[int(groups.member_graph[i])], int(groups.member_task[i]))
                        for i in range(lo, hi)]  # fmt: skip
-            if any(g.tasks.kind[task] not in _COMM_KINDS for g, task in members):
+            if any(g.tasks.kind[task] not in COMM_TASK_KINDS for g, task in members):
                 continue
             g, task = members[0]
             row = int(g.tasks.comm_idx[task])

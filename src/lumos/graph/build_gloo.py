@@ -25,9 +25,10 @@ from lumos.ingest.kineto import KinetoTrace
 from lumos.ingest.kineto_meta import Processors
 from lumos.ingest.kineto_schema import Category
 
-__all__ = ["gloo_lanes", "gloo_spans", "inside_gloo_workers", "on_lanes"]
+__all__ = ["CPU_CANDIDATES", "gloo_lanes", "gloo_spans", "inside_gloo_workers", "on_lanes"]
 
-_CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
+#: Event categories that may be CPU tasks (their leaves are: lumos.graph.build_tasks).
+CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
 # lane thread ids, clear of OS thread ids: 2**40 + the lane's processor row
 _LANE_TID_BASE = 1 << 40
 
@@ -73,7 +74,7 @@ def gloo_lanes(trace: KinetoTrace) -> tuple[KinetoTrace, NDArray[np.int32]]:
     spans = np.flatnonzero(gloo)
     if spans.size == 0:
         return trace, lane_of
-    cand = np.isin(ev.cat, _CPU_CANDIDATES) | gloo
+    cand = np.isin(ev.cat, CPU_CANDIDATES) | gloo
     procs = trace.processors
     kind, pid, tid, device = [procs.kind], [procs.pid], [procs.tid], [procs.device]
     label = list(procs.label)

@@ -69,8 +69,9 @@ def _unpair_impossible_p2p(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ..
         rows.setdefault(send[0], []).append(send[1])
         rows.setdefault(recv[0], []).append(recv[1])
     out = []
+    index = {x.rank: i for i, x in enumerate(w.graphs)}
     for g in graphs:
-        gi = next(i for i, x in enumerate(w.graphs) if x is g)
+        gi = index[g.rank]
         if gi not in rows:
             out.append(g)
             continue

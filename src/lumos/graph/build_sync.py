@@ -80,10 +80,10 @@ def plan_syncs(
     record_task_by_corr: dict[int, int] = {}
     # classify names once, then visit only the calls that matter (not every runtime call)
     is_record = np.array([bool(_EVENT_RECORD.match(n)) for n in names], dtype=bool)
-    is_sync = np.array(
-        [bool(_STREAM_WAIT.match(n) or _DEVICE_SYNC.match(n) or _STREAM_SYNC.match(n)
-              or _EVENT_SYNC.match(n)) for n in names],
-        dtype=bool,
+    is_wait = np.array([bool(_STREAM_WAIT.match(n)) for n in names], dtype=bool)
+    is_sync = is_wait | np.array(
+        [bool(_DEVICE_SYNC.match(n) or _STREAM_SYNC.match(n) or _EVENT_SYNC.match(n))
+         for n in names], dtype=bool,
     )  # fmt: skip
     rt_tasks = np.flatnonzero((layout.kind == 1) & (layout.event_idx >= 0) & ~layout.is_wait)
     rt_names = ev.name_idx[layout.event_idx[rt_tasks]]
@@ -99,7 +99,6 @@ def plan_syncs(
         records_by_thread[int(p)] = (layout.ts_ns[tasks], tasks)
     sync_tasks = rt_tasks[is_sync[rt_names]]
     sync_names = rt_names[is_sync[rt_names]]
-    is_wait = np.array([bool(_STREAM_WAIT.match(n)) for n in names], dtype=bool)
     wait_tasks = sync_tasks[is_wait[sync_names]]
     waits = plan_stream_waits(wait_tasks, layout, launches, sync_by_corr, wait_on_first,
                               stream_gp, record_task_by_corr, records_by_thread,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos.graph.build_gloo import gloo_spans, inside_gloo_workers
+from lumos.graph.build_gloo import CPU_CANDIDATES, gloo_spans, inside_gloo_workers
 from lumos.graph.model import TaskKind
 from lumos.ingest.comm_names import is_comm_kernel
 from lumos.ingest.kineto import KinetoTrace
@@ -43,7 +43,6 @@ __all__ = [
     "left_out_gloo_spans",
 ]
 
-_CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
 _GPU_WORK = {
     int(Category.KERNEL): TaskKind.KERNEL,
     int(Category.MEMCPY): TaskKind.MEMCPY,
@@ -125,7 +124,7 @@ def lay_out_tasks(
     ev = trace.events
     names = trace.names
     cat = ev.cat
-    cpu_cand = np.isin(cat, _CPU_CANDIDATES)
+    cpu_cand = np.isin(cat, CPU_CANDIDATES)
     gloo = gloo_spans(trace)
     on_lane = np.zeros(len(ev), dtype=bool) if lane_of is None else lane_of >= 0
     cand = (cpu_cand & ~inside_gloo_workers(trace, gloo, cpu_cand)) | (gloo & ~on_lane)
