@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lumos.graph.model import ExecGraph
+
+if TYPE_CHECKING:
+    from lumos.graph.algorithms import CollectiveGroups
 
 __all__ = ["align_ranks", "shared_clock_origin"]
 
@@ -23,9 +27,11 @@ def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
     """
     if len(graphs) < 2:
         return tuple(graphs)
-    if shared_clock_origin(graphs) is not None:
-        graphs = _unpair_impossible_p2p(tuple(graphs))
-    return _collective_waits(_common_origin(graphs))
+    shared = shared_clock_origin(graphs) is not None
+    groups = None
+    if shared:
+        graphs, groups = _unpair_impossible_p2p(tuple(graphs))
+    return _collective_waits(_common_origin(graphs), shared, groups)
 
 
 #: How much earlier than its send a receive may end on a shared clock before the pair is taken
@@ -33,19 +39,22 @@ def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
 P2P_CLOCK_TOLERANCE_NS = 50_000
 
 
-def _unpair_impossible_p2p(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ...]:
+def _unpair_impossible_p2p(
+    graphs: tuple[ExecGraph, ...],
+) -> tuple[tuple[ExecGraph, ...], CollectiveGroups | None]:
     """Each send/receive pair whose receive ended before its send began on the shared clock
     (beyond :data:`P2P_CLOCK_TOLERANCE_NS`) marked unpaired on both sides
     (:data:`lumos.graph.algorithms.P2P_UNPAIRED`): each keeps its recorded time, as a transfer
     with an untraced peer does, instead of the receive waiting in the replay for a send that
     came later. Counted on the receiving rank (``p2p_receive_ends_before_send``). The mark
-    lives in the graph, so what an edit copies stays unpaired whatever times the copies get."""
+    lives in the graph, so what an edit copies stays unpaired whatever times the copies get.
+    Returns the graphs and, when none changed, the matching it made (still theirs)."""
     from lumos.graph.algorithms import P2P_UNPAIRED
     from lumos.graph.model import CommType, Workload
 
     p2p = (int(CommType.SEND), int(CommType.RECV))
     if not any(np.isin(g.comms.kind, p2p).any() for g in graphs):
-        return graphs  # no send or receive: nothing to match twice
+        return graphs, None  # no send or receive: nothing to unpair
     w = Workload(graphs)
     groups = w.collective_groups()
     rows: dict[int, list[int]] = {}  # graph -> its comm rows to unpair
@@ -68,6 +77,8 @@ def _unpair_impossible_p2p(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ..
         )
         rows.setdefault(send[0], []).append(send[1])
         rows.setdefault(recv[0], []).append(recv[1])
+    if not rows:
+        return graphs, groups
     out = []
     index = {x.rank: i for i, x in enumerate(w.graphs)}
     for g in graphs:
@@ -81,7 +92,7 @@ def _unpair_impossible_p2p(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ..
         for note in notes.get(gi, []):
             diag.warn("p2p_receive_ends_before_send", note)
         out.append(g.replace(comms=g.comms.replace(seq_id=seq), diagnostics=diag))
-    return tuple(out)
+    return tuple(out), None
 
 
 def shared_clock_origin(graphs: Sequence[ExecGraph]) -> int | None:
@@ -114,29 +125,32 @@ def _common_origin(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
     return tuple(out)
 
 
-def _collective_waits(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ...]:
+def _collective_waits(
+    graphs: tuple[ExecGraph, ...], shared: bool, groups: CollectiveGroups | None = None
+) -> tuple[ExecGraph, ...]:
     """Each matched collective participant's waiting for its peers, from the recording.
 
-    On a shared clock (recordings that overlap in time) a participant waited from its own
+    On a shared clock (``shared``: recordings that overlap in time) a participant waited from its own
     arrival to the group's last arrival; otherwise each waited its duration less the group's
     shortest (the last to arrive waited least). Stored in ``Comms.wait_ns``, so the simulator
     runs only the transfer once every participant has arrived in the simulation.
     """
     from lumos.graph.model import Workload
 
-    groups = Workload(graphs).collective_groups()
+    w = Workload(graphs)
+    groups = w.collective_groups() if groups is None else groups
     sizes = groups.sizes()
     if groups.num_groups == 0 or sizes.max() < 2:
         return graphs
     order = {g.rank: gi for gi, g in enumerate(graphs)}
-    sorted_graphs = Workload(graphs).graphs
+    sorted_graphs = w.graphs
     ts = np.empty(len(groups.member_task), dtype=np.int64)
     dur = np.empty(len(groups.member_task), dtype=np.int64)
     for wi, g in enumerate(sorted_graphs):
         sel = groups.member_graph == wi
         ts[sel] = g.tasks.ts_ns[groups.member_task[sel]]
         dur[sel] = g.tasks.dur_ns[groups.member_task[sel]]
-    if shared_clock_origin(graphs) is not None:
+    if shared:
         last = np.repeat(np.maximum.reduceat(ts, groups.indptr[:-1]), sizes)
         wait = np.clip(last - ts, 0, dur)
     else:
@@ -149,7 +163,7 @@ def _collective_waits(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ...]:
         keep = rows >= 0
         if not keep.any():
             continue
-        w = g.comms.wait_ns.copy()
-        w[rows[keep]] = wait[sel][keep]
-        out[order[g.rank]] = g.replace(comms=g.comms.replace(wait_ns=w))
+        waits = g.comms.wait_ns.copy()
+        waits[rows[keep]] = wait[sel][keep]
+        out[order[g.rank]] = g.replace(comms=g.comms.replace(wait_ns=waits))
     return tuple(out)
