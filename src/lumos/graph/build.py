@@ -19,7 +19,6 @@ The simulator never reads recorded start times: they are used here, once, to cho
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -36,15 +35,13 @@ from lumos.graph.build_blocking import (
     shorten_blocking,
     shorten_syncs,
 )
+from lumos.graph.build_causal import settle, submitted_ns
+from lumos.graph.build_clock import clock_bounds, fit_clock, shift_gpu_clock
 from lumos.graph.build_comms import build_comms, handoffs
-from lumos.graph.build_deps import (
-    calibrate_gpu,
-    gpu_clock_offset_ns,
-    processor_chain,
-)
+from lumos.graph.build_deps import calibrate_gpu, processor_chain
 from lumos.graph.build_gaps import attribute_gaps
 from lumos.graph.build_gloo import gloo_lanes
-from lumos.graph.build_links import Launches, find_launches, launching_event
+from lumos.graph.build_links import find_launches, launching_event
 from lumos.graph.build_ranks import align_ranks
 from lumos.graph.build_spans import cpu_spans, step_annotations
 from lumos.graph.build_sync import plan_syncs
@@ -55,7 +52,6 @@ from lumos.graph.build_tasks import (
     left_out_gloo_spans,
 )
 from lumos.graph.model import (
-    GPU_TASK_KINDS,
     Annotations,
     DepKind,
     Edges,
@@ -65,11 +61,8 @@ from lumos.graph.model import (
     Waits,
 )
 from lumos.ingest.kineto import KinetoTrace
-from lumos.ingest.kineto_schema import Category
 
 __all__ = ["align_ranks", "build_graph"]
-
-_GPU_CATEGORIES = (Category.KERNEL, Category.MEMCPY, Category.MEMSET, Category.GPU_USER_ANNOTATION)
 
 
 def build_graph(trace: KinetoTrace) -> ExecGraph:
@@ -88,9 +81,9 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
 
         raise GraphError(f"{trace.path}: trace has no CPU or GPU work to build a graph from")
     launches = find_launches(trace, layout)
-    offset_ns = _gpu_clock_offset(layout, launches)
-    if offset_ns:
-        trace = _shift_gpu_clock(trace, offset_ns)
+    clock = fit_clock(clock_bounds(trace, layout, launches), diag)
+    if clock.moves:
+        trace = shift_gpu_clock(trace, clock, layout.origin_ns)
         blocking = blocking_copies(trace)
         layout = lay_out_tasks(trace, blocking, lane_of)
         launches = find_launches(trace, layout)
@@ -158,8 +151,9 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     h_delay = np.minimum(arrive[h_comm] - end[h_call], h_gap)
     add(h_call, h_comm, DepKind.INTER_THREAD, np.maximum(h_delay, -dur[h_call]))
     thread_edge = ~stream_of_task[intra_dst]
+    submitted = submitted_ns(arrive, launches.launcher, stream_of_task)
     gaps = attribute_gaps(layout, arrive, end, stream_of_task, launches.launcher, task_names,
-                          diag, settled, recorded_end, (h_call, h_comm))  # fmt: skip
+                          diag, settled, recorded_end, (h_call, h_comm), submitted)  # fmt: skip
     for k in (DepKind.INTER_THREAD, DepKind.SYNC):
         sel = gaps.kind == int(k)
         if sel.any():
@@ -176,7 +170,8 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     s_src, s_dst = intra_src[~thread_edge], intra_dst[~thread_edge]
     edges_gpu, launch_latency = calibrate_gpu(layout, launches.launcher, ts, end, s_src, s_dst,
                                np.asarray(plan.stream_src, dtype=np.int64),
-                               np.asarray(plan.stream_dst, dtype=np.int64), diag)  # fmt: skip
+                               np.asarray(plan.stream_dst, dtype=np.int64), diag,
+                               submitted)  # fmt: skip
     for s, d, k, dl in edges_gpu:
         add(s, d, k, dl)
 
@@ -214,7 +209,7 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
     )
     for code, n in trace.diagnostics.items():
         diag.warn(f"ingest:{code}", count=n)
-    return ExecGraph(
+    graph = ExecGraph(
         names=names,
         processors=_processors(trace, layout),
         tasks=tasks,
@@ -225,9 +220,18 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
         rank=rank,
         world_size=world,
         diagnostics=diag,
-        calibration={"gpu_clock_offset_ns": offset_ns, "launch_latency_ns": launch_latency},
+        calibration={**clock.calibration(), "launch_latency_ns": launch_latency},
         **_task_dims(trace, tasks.event_idx, spans),
     )
+    recorded = layout.ts_ns + layout.dur_ns
+    return settle(graph, arrive, recorded, _recorded_step_ns(trace, layout, recorded), diag)
+
+
+def _recorded_step_ns(trace: KinetoTrace, layout: TaskLayout, end: NDArray[np.int64]) -> int:
+    """The recorded time of the trace's steps (its window when it has none)."""
+    if len(trace.steps):
+        return int(trace.steps.dur_ns.sum())
+    return int(end.max(initial=layout.origin_ns)) - layout.origin_ns
 
 
 def _layout_names(trace: KinetoTrace, layout: TaskLayout) -> NDArray[np.int32]:
@@ -236,24 +240,6 @@ def _layout_names(trace: KinetoTrace, layout: TaskLayout) -> NDArray[np.int32]:
     out = np.full(len(layout), -1, dtype=np.int32)
     out[real] = trace.events.name_idx[layout.event_idx[real]]
     return out
-
-
-def _gpu_clock_offset(layout: TaskLayout, launches: Launches) -> int:
-    """How far to move GPU timestamps onto the CPU clock (see ``gpu_clock_offset_ns``)."""
-    end = layout.ts_ns + layout.dur_ns
-    src, dst, _ = processor_chain(layout, layout.ts_ns, end)
-    on_stream = np.zeros(len(layout), dtype=bool)
-    on_stream[np.isin(layout.kind, [int(k) for k in GPU_TASK_KINDS])] = True
-    keep = on_stream[dst]
-    return gpu_clock_offset_ns(layout, launches.launcher, layout.ts_ns, end, src[keep], dst[keep])
-
-
-def _shift_gpu_clock(trace: KinetoTrace, offset_ns: int) -> KinetoTrace:
-    """The trace with every GPU activity moved by ``offset_ns`` (CPU events unchanged)."""
-    ev = trace.events
-    gpu = np.isin(ev.cat, [int(c) for c in _GPU_CATEGORIES])
-    ts = np.where(gpu, ev.ts_ns + offset_ns, ev.ts_ns)
-    return dataclasses.replace(trace, events=dataclasses.replace(ev, ts_ns=ts))
 
 
 def _task_names(

@@ -137,11 +137,14 @@ def calibrate_gpu(
     x_src: NDArray[np.int64],
     x_dst: NDArray[np.int64],
     diag: Diagnostics,
+    submitted: NDArray[np.int64] | None = None,
 ) -> tuple[list[tuple[NDArray[np.int64], NDArray[np.int64], DepKind, NDArray[np.int64]]], int]:
     """Launch, intra-stream and inter-stream edges (see the module docstring).
 
     ``s_src -> s_dst`` are consecutive tasks of each stream (the anchor first), ``x_src ->
-    x_dst`` the inter-stream edges. Returns the edge groups and the launch latency used.
+    x_dst`` the inter-stream edges. ``submitted`` (:func:`lumos.graph.build_causal.submitted_ns`)
+    rules out an edge found by timing from a task launched after the task it would hold.
+    Returns the edge groups and the launch latency used.
     """
     launched = np.flatnonzero(launcher >= 0)
     call_end = end[launcher[launched]]
@@ -177,7 +180,7 @@ def calibrate_gpu(
     # a task that waited far longer than any launch or stream order explains was held by work
     # on another stream: an event wait the record/wait inference missed, found by timing
     held = np.flatnonzero((launcher >= 0) & binds_launch & (slack > LAUNCH_LATENCY_MAX_NS))
-    t_src, t_dst, t_delay = _held_by_other_stream(layout, held, ts, end, ready)
+    t_src, t_dst, t_delay = _held_by_other_stream(layout, held, ts, end, ready, submitted)
     binds_launch[t_dst] = False
     slack[t_dst] = 0
     launch_delay = own_latency + np.where(binds_launch[launched], slack[launched], 0)
@@ -211,9 +214,11 @@ def _held_by_other_stream(
     ts: NDArray[np.int64],
     end: NDArray[np.int64],
     ready: NDArray[np.int64],
+    submitted: NDArray[np.int64] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """For GPU tasks that started long after anything known allowed them, the task of another
-    stream whose end they followed within a launch's cost (the latest such; none if none)."""
+    stream whose end they followed within a launch's cost (the latest such launched no later
+    than the held task; none if none)."""
     gpu = np.flatnonzero((layout.kind >= 2) & (layout.kind <= 5) & (layout.event_idx >= 0))
     by_end = gpu[np.argsort(end[gpu], kind="stable")]
     ends = end[by_end]
@@ -223,6 +228,8 @@ def _held_by_other_stream(
         while k >= 0 and ends[k] > ready[t] and ts[t] - ends[k] <= LAUNCH_LATENCY_MAX_NS:
             u = int(by_end[k])
             k -= 1
+            if submitted is not None and submitted[u] > submitted[t]:
+                continue
             if layout.processor_idx[u] != layout.processor_idx[t]:
                 src.append(u)
                 dst.append(t)

@@ -133,6 +133,7 @@ def attribute_gaps(
     settled: NDArray[np.bool_] | None = None,
     recorded_end: NDArray[np.int64] | None = None,
     handed: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
+    submitted: NDArray[np.int64] | None = None,
 ) -> GapPlan:
     """Find the waits among the gaps of every CPU thread (see the module docstring).
 
@@ -143,6 +144,8 @@ def attribute_gaps(
     after one of its own collectives finished waited for it (``work.wait()``, DDP's bucket
     finalize), even when the worker had already started the next one or the collective began
     before the gap: the lock and drain rules are for releasers the thread has no claim on.
+    ``submitted`` (:func:`lumos.graph.build_causal.submitted_ns`): a releaser submitted after the
+    thread reached its task is no releaser (the recorded order rules it out).
     """
     ev = layout.event_idx
     real = (ev >= 0) | (ev == MARK)
@@ -194,7 +197,7 @@ def attribute_gaps(
             u = _own_releaser(own_work.get(p), int(prev_end[i]), int(arrive[b]))
             if u < 0:
                 u = releaser(int(prev_end[i]), int(arrive[b]), int(BUSY_SHARE * g), p,
-                             candidates, end, next_start, on_stream)  # fmt: skip
+                             candidates, end, next_start, on_stream, submitted)  # fmt: skip
             r = int(arrive[b] - end[u]) if u >= 0 else -1
             share = STRONG_REACTION_SHARE if i == 0 or strong[i] else REACTION_SHARE
             if u >= 0 and r <= share * g:
@@ -293,10 +296,12 @@ def releaser(
     end: NDArray[np.int64],
     next_start: NDArray[np.int64],
     on_stream: NDArray[np.bool_],
+    submitted: NDArray[np.int64] | None = None,
 ) -> int:
     """The latest-ending task that can have released a thread resuming at ``resume`` after a
     gap from ``gap_start`` (-1 if none); see the module table. Only a processor's last task
-    ending before the resume can have drained it, so each processor offers one candidate."""
+    ending before the resume can have drained it, so each processor offers one candidate; with
+    ``submitted``, one submitted after ``resume`` (launched later) offers none."""
     best, best_end = -1, gap_start
     for q, c in enumerate(candidates):
         if q == thread or c.tasks.size == 0:
@@ -306,6 +311,8 @@ def releaser(
             continue
         u = int(c.tasks[k])
         if end[u] <= best_end or next_start[u] < resume:
+            continue
+        if submitted is not None and submitted[u] > resume:
             continue
         if not on_stream[u]:
             if c.starts[k] < gap_start:

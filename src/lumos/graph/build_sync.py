@@ -26,12 +26,23 @@ from lumos.graph.build_tasks import TaskLayout
 from lumos.graph.model import WaitKind
 from lumos.ingest.kineto import KinetoTrace
 
-__all__ = ["SyncPlan", "plan_syncs"]
+__all__ = [
+    "DEVICE_SYNC",
+    "EVENT_SYNC",
+    "STREAM_SYNC",
+    "SyncPlan",
+    "cuda_sync_by_correlation",
+    "device_of_call",
+    "end_of_last",
+    "known_stream",
+    "plan_syncs",
+    "streams_of_device",
+]
 
 _TOLERANCE_NS = 1_000
-_STREAM_SYNC = re.compile(r"^(cuda|hip)StreamSynchronize$")
-_DEVICE_SYNC = re.compile(r"^(cuda|hip)(Device|Ctx|Thread)Synchronize$|^cuCtxSynchronize$")
-_EVENT_SYNC = re.compile(r"^(cuda|hip)EventSynchronize$|^cuEventSynchronize$")
+STREAM_SYNC = re.compile(r"^(cuda|hip)StreamSynchronize$")
+DEVICE_SYNC = re.compile(r"^(cuda|hip)(Device|Ctx|Thread)Synchronize$|^cuCtxSynchronize$")
+EVENT_SYNC = re.compile(r"^(cuda|hip)EventSynchronize$|^cuEventSynchronize$")
 _EVENT_RECORD = re.compile(r"^(cuda|hip)EventRecord(WithFlags)?$|^cuEventRecord")
 _STREAM_WAIT = re.compile(r"^(cuda|hip)StreamWaitEvent$|^cuStreamWaitEvent$")
 
@@ -50,9 +61,10 @@ class SyncPlan:
     stream_dst: list[int] = field(default_factory=list)
 
 
-def _streams_of_device(
+def streams_of_device(
     layout: TaskLayout, launches: Launches, trace: KinetoTrace
 ) -> dict[int, list[int]]:
+    """Device id -> its streams (graph processors) that hold launched work."""
     out: dict[int, list[int]] = {}
     for gp in launches.stream_order:
         dev = int(trace.processors.device[int(layout.processors[gp])])
@@ -68,7 +80,7 @@ def plan_syncs(
     names = trace.names
     plan = SyncPlan()
     end = layout.ts_ns + layout.dur_ns
-    by_device = _streams_of_device(layout, launches, trace)
+    by_device = streams_of_device(layout, launches, trace)
     all_streams = sorted(launches.stream_order)
     gp_of_trace = {int(p): gp for gp, p in enumerate(layout.processors.tolist())}
     stream_gp = {
@@ -76,13 +88,13 @@ def plan_syncs(
         for p in layout.processors.tolist()
         if trace.processors.kind[p] == 1
     }
-    sync_by_corr, wait_on_first = _cuda_sync_by_correlation(trace)
+    sync_by_corr, wait_on_first = cuda_sync_by_correlation(trace)
     record_task_by_corr: dict[int, int] = {}
     # classify names once, then visit only the calls that matter (not every runtime call)
     is_record = np.array([bool(_EVENT_RECORD.match(n)) for n in names], dtype=bool)
     is_wait = np.array([bool(_STREAM_WAIT.match(n)) for n in names], dtype=bool)
     is_sync = is_wait | np.array(
-        [bool(_DEVICE_SYNC.match(n) or _STREAM_SYNC.match(n) or _EVENT_SYNC.match(n))
+        [bool(DEVICE_SYNC.match(n) or STREAM_SYNC.match(n) or EVENT_SYNC.match(n))
          for n in names], dtype=bool,
     )  # fmt: skip
     rt_tasks = np.flatnonzero((layout.kind == 1) & (layout.event_idx >= 0) & ~layout.is_wait)
@@ -122,16 +134,16 @@ def plan_syncs(
         s, f = int(layout.ts_ns[t]), int(end[t])
         corr = int(ev.correlation_id[e])
         kind: WaitKind | None = None
-        if _DEVICE_SYNC.match(name):
+        if DEVICE_SYNC.match(name):
             kind = WaitKind.DEVICE
-        elif _STREAM_SYNC.match(name) or _EVENT_SYNC.match(name):
+        elif STREAM_SYNC.match(name) or EVENT_SYNC.match(name):
             kind = WaitKind.STREAM
         if kind is None:
             continue
-        dev = _device_of_call(trace, layout, launches, by_device, thread, s)
+        dev = device_of_call(trace, layout, launches, by_device, thread, s)
         if kind == WaitKind.DEVICE:
             streams = by_device.get(dev, all_streams)
-            ends = [_end_of_last(launches, end, gp, s) for gp in streams]
+            ends = [end_of_last(launches, end, gp, s) for gp in streams]
             plan.wait_task.append(t)
             plan.wait_kind.append(int(WaitKind.DEVICE))
             plan.wait_stream.append(-1)
@@ -139,7 +151,7 @@ def plan_syncs(
             plan.wait_record.append(-1)
             plan.waited_end_ns[t] = max(ends, default=-1)
             continue
-        stream = _known_stream(e, corr, trace, sync_by_corr, stream_gp)
+        stream = known_stream(e, corr, trace, sync_by_corr, stream_gp)
         if stream < 0:
             stream = _infer_waited_stream(launches, end, all_streams, s, f)
         if stream < 0:
@@ -160,11 +172,11 @@ def plan_syncs(
             g = launches.last_launched_before(stream, int(layout.ts_ns[record]))
             plan.waited_end_ns[t] = int(end[g]) if g >= 0 else -1
         else:
-            plan.waited_end_ns[t] = _end_of_last(launches, end, stream, s)
+            plan.waited_end_ns[t] = end_of_last(launches, end, stream, s)
     return plan
 
 
-def _device_of_call(
+def device_of_call(
     trace: KinetoTrace,
     layout: TaskLayout,
     launches: Launches,
@@ -180,7 +192,8 @@ def _device_of_call(
     return min(by_device) if by_device else 0
 
 
-def _end_of_last(launches: Launches, end: NDArray[np.int64], stream: int, ts_ns: int) -> int:
+def end_of_last(launches: Launches, end: NDArray[np.int64], stream: int, ts_ns: int) -> int:
+    """End of the task last launched on ``stream`` before ``ts_ns`` (-1 if none)."""
     g = launches.last_launched_before(stream, ts_ns)
     return int(end[g]) if g >= 0 else -1
 
@@ -191,13 +204,13 @@ def _infer_waited_stream(
     """The stream whose work (launched before the call) finished last inside the call."""
     best, best_end = -1, -1
     for gp in streams:
-        g_end = _end_of_last(launches, end, gp, s)
+        g_end = end_of_last(launches, end, gp, s)
         if s < g_end <= f + _TOLERANCE_NS and g_end > best_end:
             best, best_end = gp, g_end
     return best
 
 
-def _cuda_sync_by_correlation(
+def cuda_sync_by_correlation(
     trace: KinetoTrace,
 ) -> tuple[dict[int, tuple[int, int, int]], dict[int, int]]:
     """From ``cuda_sync`` events: correlation -> (sync kind, stream, record correlation) of its
@@ -219,13 +232,15 @@ def _cuda_sync_by_correlation(
     return out, wait_on_first
 
 
-def _known_stream(
+def known_stream(
     e: int,
     corr: int,
     trace: KinetoTrace,
     sync_by_corr: dict[int, tuple[int, int, int]],
     stream_gp: dict[tuple[int, int], int],
 ) -> int:
+    """The stream a sync call names (its ``cuda_sync`` event, or a HIP stream argument), as a
+    graph processor; -1 when the trace does not say."""
     info = sync_by_corr.get(corr)
     devices = sorted({d for d, _ in stream_gp})
     dev = devices[0] if devices else 0

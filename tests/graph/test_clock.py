@@ -1,0 +1,140 @@
+"""The GPU clock is put on the CPU clock from hard bounds only (``lumos.graph.build_clock``).
+
+Launches bound the offset from below (a GPU task never starts before its launch call began),
+synchronizations from above (a synchronize never returns before the work it waited for ended).
+Expected offsets are worked out from the bounds by hand; the real traces' bounds are read from
+their events here, independently of the module.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from tests.realdata import needs_realdata, trace
+
+from lumos.diagnostics import Diagnostics
+from lumos.graph.build import build_graph
+from lumos.graph.build_clock import (
+    NOMINAL_LATENCY_NS,
+    NOMINAL_REACTION_NS,
+    ClockBounds,
+    fit_clock,
+)
+from lumos.graph.model import DepKind
+from lumos.ingest.kineto import read_kineto
+
+
+def _bounds(lower, upper, t_lower=None, t_upper=None, floor=None, blocked=()) -> ClockBounds:
+    lower, upper = np.asarray(lower, np.int64), np.asarray(upper, np.int64)
+    tl = np.arange(lower.size, dtype=np.float64) if t_lower is None else np.asarray(t_lower, float)
+    tu = np.arange(upper.size, dtype=np.float64) if t_upper is None else np.asarray(t_upper, float)
+    return ClockBounds(tl, lower, tu, upper, floor, np.asarray(blocked, np.int64))
+
+
+def test_clocks_that_agree_are_left_alone_however_slow_the_launches():
+    """Every launch took >= 60 us (a deep queue, or slow launches) but a synchronize that
+    blocked returned 3 us after its work ended: the clocks agree, nothing moves (the old
+    estimate moved the GPU clock 55 us back and turned launches around)."""
+    d = Diagnostics()
+    b = _bounds([-60_000, -80_000, -61_000], [3_000, 9_000], floor=60_000, blocked=[3_000])
+    fit = fit_clock(b, d)
+    assert (fit.offset_ns, fit.drift, fit.lower_ns, fit.upper_ns) == (0, 0.0, -60_000, 3_000)
+    assert not d
+
+
+def test_a_blocked_synchronize_shows_a_lag_that_a_deep_queue_hides():
+    """Kernels start >= 1.2 ms after their launches (a deep queue) and the closing device sync,
+    which blocked, returned 20 ms after its work ended as recorded: the GPU clock lags 20 ms."""
+    b = _bounds([-1_206_664], [20_005_773], blocked=[20_005_773])
+    assert fit_clock(b, Diagnostics()).offset_ns == 20_005_773 - NOMINAL_REACTION_NS
+    # the same deep queue with the sync 5.8 us after its work: the clocks agree
+    b = _bounds([-21_206_664], [5_773], blocked=[5_773])
+    assert fit_clock(b, Diagnostics()).offset_ns == 0
+
+
+def test_a_lagging_gpu_clock_moves_forward_by_the_bounds():
+    # kernels appear to start up to 2.4 ms before their calls; a sync bounds it at 2.5 ms
+    fit = fit_clock(_bounds([2_400_000, -5_000], [2_500_000]), Diagnostics())
+    assert fit.offset_ns == 2_400_000 + NOMINAL_LATENCY_NS
+    # with a tight interval, the middle of it
+    fit = fit_clock(_bounds([2_400_000], [2_402_000]), Diagnostics())
+    assert fit.offset_ns == 2_401_000
+
+
+def test_a_leading_gpu_clock_moves_back_by_the_bounds():
+    fit = fit_clock(_bounds([-30_000_000], [-20_000_000]), Diagnostics())
+    assert fit.offset_ns == -20_000_000 - NOMINAL_REACTION_NS
+
+
+def test_idle_launches_place_the_offset_inside_the_interval():
+    # launches onto idle streams start 20.003 ms after their calls: a 5 us launch once moved
+    fit = fit_clock(_bounds([-20_010_000], [-19_600_000], floor=20_003_000), Diagnostics())
+    assert fit.offset_ns == NOMINAL_LATENCY_NS - 20_003_000
+    # ... but never outside the interval the hard bounds leave
+    fit = fit_clock(_bounds([-20_010_000], [-19_600_000], floor=10_000_000), Diagnostics())
+    assert fit.offset_ns == -19_600_000
+
+
+def test_a_drifting_clock_is_fitted_with_a_slope():
+    """Launch bounds at 0.5 ms + 1 % of elapsed time, sync bounds 3 us above that line: no
+    constant fits, the line does."""
+    t = np.arange(0, 100_000_000, 1_000_000, dtype=np.float64)
+    lower = (500_000 + 0.01 * t).astype(np.int64)
+    upper = lower + 3_000
+    fit = fit_clock(_bounds(lower, upper, t, t), Diagnostics())
+    assert fit.drift == pytest.approx(0.01, abs=1e-6)
+    assert 500_000 <= fit.offset_ns <= 503_000
+
+
+def test_bounds_no_line_satisfies_are_counted_not_hidden():
+    d = Diagnostics()
+    fit = fit_clock(_bounds([0, 0, 5_000_000], [1_000, 1_000, 1_000], [0, 1, 2], [0, 1, 2]), d)
+    assert fit.contradicted == 1
+    assert fit.offset_ns in (0, 1_000)
+    assert d.count("gpu_clock_inconsistent") == 1
+
+
+def test_without_synchronize_only_launches_onto_idle_streams_can_show_a_lead_and_it_is_said():
+    d = Diagnostics()
+    fit = fit_clock(_bounds([-20_070_000, -20_500_000], [], floor=20_070_000), d)
+    assert fit.offset_ns == NOMINAL_LATENCY_NS - 20_070_000
+    assert d.count("gpu_clock_from_launches") == 1
+    # never against a hard bound
+    fit = fit_clock(_bounds([-70_000], [], floor=90_000), Diagnostics())
+    assert fit.offset_ns == -70_000
+    # launches as fast as launches are: nothing to move, nothing said
+    d = Diagnostics()
+    assert fit_clock(_bounds([-9_000], [], floor=9_000), d).offset_ns == 0
+    assert not d
+
+
+_DEVICE_SYNC = re.compile(r"^(cuda|hip)DeviceSynchronize$")
+
+
+@needs_realdata
+def test_mi300_deep_queue_is_not_a_clock_offset():
+    """The MI300X trace's kernels start >= 21 ms after their launches, and its closing
+    hipDeviceSynchronize lasts 37.9 ms and returns 5.8 us after the last kernel ends: the GPU
+    ran 21 ms behind a CPU that queued ahead, on the CPU's clock. (The GPU clock was moved
+    21.4 ms back before, and 68 kernels started before their launch calls.)"""
+    t = read_kineto(trace("rccl_mi300"))
+    g = build_graph(t)
+    assert g.calibration["gpu_clock_offset_ns"] == 0
+    ev = t.events
+    sync = [i for i in range(len(ev)) if _DEVICE_SYNC.match(t.names[int(ev.name_idx[i])])]
+    assert len(sync) == 1 and int(ev.dur_ns[sync[0]]) > 30_000_000
+    assert g.calibration["gpu_clock_upper_bound_ns"] == 5_773
+
+
+@needs_realdata
+@pytest.mark.parametrize("name", ["rccl_mi300", "nccl_a100", "gpu_bound_v100", "alltoall_4streams",
+                                  "legacy_2021_v100", "hip_mi250", "allgather_b200"])  # fmt: skip
+def test_no_gpu_task_starts_before_its_launch_call(name):
+    """On the CPU clock the build chose, every launched task starts at or after its call."""
+    g = build_graph(read_kineto(trace(name)))
+    e = g.edges
+    launch = e.kind == int(DepKind.LAUNCH)
+    early = g.tasks.ts_ns[e.dst[launch]] - g.tasks.ts_ns[e.src[launch]]
+    assert early.min() >= -1_000  # the recording's 1 us resolution
