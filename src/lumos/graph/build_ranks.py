@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lumos.graph.model import ExecGraph
 
 if TYPE_CHECKING:
     from lumos.graph.algorithms import CollectiveGroups
 
-__all__ = ["align_ranks", "shared_clock_origin"]
+__all__ = ["CLOCK_AGREE_NS", "align_ranks", "rank_clock_offsets", "shared_clock_origin"]
 
 
 def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
@@ -20,13 +21,15 @@ def align_ranks(graphs: Sequence[ExecGraph]) -> tuple[ExecGraph, ...]:
 
     Each graph starts its own replay at 0 at its first recorded task. Ranks traced on one clock
     (one host, or hosts whose traces overlap in time) must keep their relative offsets, or
-    collectives would see arrivals shifted by however late each rank started profiling. The
-    release delays of every processor's ``<start>`` task are moved by the rank's offset from the
-    earliest rank. Traces whose time ranges do not overlap (unsynchronized clocks) are left as
-    they are.
+    collectives would see arrivals shifted by however late each rank started profiling. Hosts
+    whose clocks disagree are put on one clock first (:func:`rank_clock_offsets`: the members
+    of a collective end together). The release delays of every processor's ``<start>`` task are
+    moved by the rank's offset from the earliest rank. Traces whose time ranges still do not
+    overlap (no collective to align them by) are left as they are.
     """
     if len(graphs) < 2:
         return tuple(graphs)
+    graphs = _on_one_clock(tuple(graphs))
     shared = shared_clock_origin(graphs) is not None
     groups = None
     if shared:
@@ -93,6 +96,95 @@ def _unpair_impossible_p2p(
             diag.warn("p2p_receive_ends_before_send", note)
         out.append(g.replace(comms=g.comms.replace(seq_id=seq), diagnostics=diag))
     return tuple(out), None
+
+
+#: Rank clock offsets all within this of each other are the noise of one clock: left alone.
+CLOCK_AGREE_NS = 50_000
+
+
+def rank_clock_offsets(graphs: Sequence[ExecGraph]) -> dict[int, tuple[int, int]] | None:
+    """Per rank, how far its recorded clock runs ahead of the lowest rank's, and from how many
+    collectives; None when the recorded clocks need no correction: no two ranks share a
+    collective, or the ranks' collectives already overlap in time as they must on one clock
+    (every member ends after every member began), or the offsets found do not make them.
+
+    The members of a collective end together (an all-reduce, an all-to-all, a send and its
+    receive complete when the last data arrives, within microseconds on every rank), whatever
+    their arrivals. A rank's offset is the median, over its collectives, of its end less the
+    group's median end, found twice (the second time on the ends the first corrected).
+    """
+    from lumos.graph.model import Workload
+
+    w = Workload(tuple(graphs))
+    groups = w.collective_groups()
+    sizes = groups.sizes()
+    multi = np.repeat(sizes >= 2, sizes)
+    if not multi.any():
+        return None
+    gi = groups.member_graph[multi].astype(np.int64)
+    group = np.repeat(np.arange(groups.num_groups), sizes)[multi]
+    start = np.empty(gi.size, dtype=np.int64)
+    end = np.empty(gi.size, dtype=np.int64)
+    for k, g in enumerate(w.graphs):
+        sel = gi == k
+        t = groups.member_task[multi][sel]
+        start[sel] = g.tasks.ts_ns[t]
+        end[sel] = g.tasks.ts_ns[t] + g.tasks.dur_ns[t]
+    before = _apart(group, start, end, groups.num_groups)
+    if before == 0:
+        return None
+    off = np.zeros(len(w.graphs), dtype=np.int64)
+    for _ in range(2):
+        fixed = end - off[gi]
+        order = np.lexsort((fixed, group))
+        med = np.zeros(groups.num_groups, dtype=np.int64)
+        for k in np.unique(group).tolist():
+            vals = fixed[order][group[order] == k]
+            med[k] = int(np.median(vals))
+        resid = end - med[group]
+        off = np.array([int(np.median(resid[gi == k])) if (gi == k).any() else 0
+                        for k in range(len(w.graphs))], dtype=np.int64)  # fmt: skip
+    off -= off[0]
+    after = _apart(group, start - off[gi], end - off[gi], groups.num_groups)
+    if 10 * after > np.unique(group).size or after >= before:
+        return None  # the clocks do not explain it (collectives matched wrongly, sampled traces)
+    counts = np.bincount(gi, minlength=len(w.graphs))
+    return {g.rank: (int(off[k]), int(counts[k])) for k, g in enumerate(w.graphs)}
+
+
+def _apart(
+    group: NDArray[np.int64], start: NDArray[np.int64], end: NDArray[np.int64], n: int
+) -> int:
+    """How many collectives have a member that ended before another began (beyond the
+    recording's microsecond)."""
+    latest_start = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    first_end = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.maximum.at(latest_start, group, start)
+    np.minimum.at(first_end, group, end)
+    seen = np.unique(group)
+    return int((latest_start[seen] > first_end[seen] + 1_000).sum())
+
+
+def _on_one_clock(graphs: tuple[ExecGraph, ...]) -> tuple[ExecGraph, ...]:
+    """The graphs, each rank's recorded times moved onto the lowest rank's clock when some
+    ranks' clocks disagree by more than :data:`CLOCK_AGREE_NS` (counted per moved rank as
+    ``rank_clock_moved``)."""
+    offsets = rank_clock_offsets(graphs)
+    if offsets is None or max(abs(o) for o, _ in offsets.values()) <= CLOCK_AGREE_NS:
+        return graphs
+    out = []
+    for g in graphs:
+        off, n = offsets[g.rank]
+        if off == 0:
+            out.append(g)
+            continue
+        diag = g.diagnostics.copy()
+        diag.warn("rank_clock_moved", f"rank {g.rank}'s clock moved {-off / 1e3:+.1f} us onto "
+                  f"the job's (median end of its {n} collectives)")  # fmt: skip
+        a = g.annotations
+        out.append(g.replace(tasks=g.tasks.replace(ts_ns=g.tasks.ts_ns - off),
+                             annotations=a.replace(ts_ns=a.ts_ns - off), diagnostics=diag))  # fmt: skip
+    return tuple(out)
 
 
 def shared_clock_origin(graphs: Sequence[ExecGraph]) -> int | None:
