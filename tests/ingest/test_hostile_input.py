@@ -164,10 +164,19 @@ def test_huge_integers_are_counted_not_crashes(tmp_path, extra, diagnostic):
     build_graph(t)
 
 
-def test_step_number_with_30_digits_is_not_a_step(tmp_path):
-    t = read_kineto(_write(tmp_path, _trace(_ev(name="ProfilerStep#" + "9" * 30))))
-    assert [s for s in t.steps.name] == ["ProfilerStep#1"]
+def test_step_number_beyond_64_bits_is_a_step_with_its_number_unknown(tmp_path):
+    """A step's span is a step whatever its number; a number beyond int64 is unknown (-1),
+    counted, and ``lumos info`` says so instead of "no ProfilerStep spans"."""
+    big = "ProfilerStep#" + "9" * 30
+    p = _write(tmp_path, _trace(_ev(name=big, ts=200.0, dur=50.0)))
+    t = read_kineto(p)
+    assert list(t.steps.name) == ["ProfilerStep#1", big]
+    assert t.steps.step_num.tolist() == [1, -1]
+    assert t.diagnostics["step_number_out_of_range"] == 1
     build_graph(t)
+    out = _cli("info", str(p)).stdout
+    assert "1 ProfilerStep number(s) beyond 64 bits" in out
+    assert "no ProfilerStep spans" not in out
 
 
 def test_huge_rank_is_treated_as_unknown_or_refused(tmp_path):

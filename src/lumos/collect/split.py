@@ -57,7 +57,7 @@ __all__ = [
 DEFAULT_MARKER = "config:"
 #: Side file of an alternating run: the configurations (written by the bundled workload).
 ALTERNATE_FILE = "alternate.json"
-_STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
 _RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver"})
 _FLOW_PHASES = frozenset({"s", "t", "f"})

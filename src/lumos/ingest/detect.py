@@ -36,7 +36,7 @@ def sniff_kind(payload: bytes) -> TraceKind | None:
     head = payload[:65536].lstrip()
     if _json_start(head):
         keys = {k.strip(b'"') for k in _KEYS if _is_key(head, k)}
-        if b"traceEvents" in keys or head[:1] == b"[":
+        if b"traceEvents" in keys or (head[:1] == b"[" and _is_event_list(head)):
             return "kineto"
         if b"nodes" in keys or b"schema" in keys:
             return "pytorch_et"
@@ -46,6 +46,12 @@ def sniff_kind(payload: bytes) -> TraceKind | None:
     if payload[:1] and payload[0] >= 0x80 and b"\x0a" in payload[1:6]:
         return "chakra"
     return None
+
+
+def _is_event_list(head: bytes) -> bool:
+    """A bare JSON array is a Chrome trace when it is empty or its events have a phase
+    (``"ph"``); any other list of objects (a manifest, a report) is not."""
+    return head[1:].lstrip()[:1] in (b"]", b"") or _is_key(head, b'"ph"')
 
 
 def _json_start(head: bytes) -> bool:

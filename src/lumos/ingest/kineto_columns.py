@@ -263,6 +263,7 @@ class Accumulator:
             diagnostics["negative_duration_clamped"] = int((dur_ns < 0).sum())
             dur_ns = np.maximum(dur_ns, 0)
         _count_duplicate_correlations(cols["cat"], cols["correlation_id"], diagnostics)
+        cols["cat"] = _uncategorized_as_cpu_ops(cols["cat"], diagnostics)
         order = np.lexsort((np.arange(num_x), -dur_ns, ts_ns, proc_idx))
         events = Events(
             cat=cols["cat"][order],
@@ -285,7 +286,7 @@ class Accumulator:
             events=events,
             processors=procs,
             flows=build_flows(self.flows, self.n_launch_flows, events, procs, base_us),
-            steps=build_steps(names, events, procs),
+            steps=build_steps(names, events, procs, diagnostics),
             collectives=build_collectives(names, events, meta, tmeta, diagnostics),
             sync_events=build_sync_events(events, meta),
             meta=tmeta,
@@ -295,6 +296,20 @@ class Accumulator:
             dims=tuple(b.decode("utf-8", "replace") for b in self.dims.table()),  # type: ignore[attr-defined]
             op_work=_op_work(names, events, meta),
         )
+
+
+def _uncategorized_as_cpu_ops(cat: np.ndarray, diagnostics: dict[str, int]) -> np.ndarray:
+    """The autograd profiler before Kineto (PyTorch <= 1.7) wrote its ops with no category: in a
+    trace where no event has one, host events are CPU ops (counted as
+    ``uncategorized_events_as_cpu_ops``); elsewhere an unknown category stays unknown."""
+    other = cat == int(Category.OTHER_CPU)
+    if (
+        not other.any()
+        or not np.isin(cat, [int(Category.OTHER_CPU), int(Category.OTHER_GPU)]).all()
+    ):
+        return cat
+    diagnostics["uncategorized_events_as_cpu_ops"] = int(other.sum())
+    return np.where(other, np.int8(int(Category.CPU_OP)), cat).astype(cat.dtype)
 
 
 def _op_work(

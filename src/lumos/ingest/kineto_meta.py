@@ -173,12 +173,24 @@ class TraceMeta:
         return str(self.devices[0].get("name", "")) if self.devices else ""
 
 
-_STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a longer number is not a step
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+#: ``Steps.step_num`` of a step whose number does not fit 64 bits (the span is still a step).
+STEP_NUM_UNKNOWN = -1
+_INT64_MAX = 2**63 - 1
 _SYNC_KINDS = {"stream sync": 0, "event sync": 1, "context sync": 2, "stream wait event": 3}
 
 
-def build_steps(names: tuple[str, ...], events: Events, procs: Processors) -> Steps:
-    """Find ``ProfilerStep#N`` spans (CPU side) and their GPU-side twins."""
+def build_steps(
+    names: tuple[str, ...],
+    events: Events,
+    procs: Processors,
+    diagnostics: dict[str, int] | None = None,
+) -> Steps:
+    """Find ``ProfilerStep#N`` spans (CPU side) and their GPU-side twins.
+
+    A step number beyond 64 bits keeps its span as a step, with ``step_num``
+    :data:`STEP_NUM_UNKNOWN`, counted in ``diagnostics`` as ``step_number_out_of_range``.
+    """
     cpu_cats = np.isin(events.cat, [int(Category.USER_ANNOTATION), int(Category.CPU_OP)])
     gpu_cat = events.cat == int(Category.GPU_USER_ANNOTATION)
     step_name_ids = [i for i, n in enumerate(names) if _STEP_RE.match(n)]
@@ -198,9 +210,13 @@ def build_steps(names: tuple[str, ...], events: Events, procs: Processors) -> St
         gpu_span[n] = (s, e)
     name = tuple(names[int(events.name_idx[i])] for i in rows)
     spans = [gpu_span.get(int(events.name_idx[i]), (-1, -1)) for i in rows]
+    nums = [int(n.split("#", 1)[1]) for n in name]
+    too_big = sum(1 for k in nums if k > _INT64_MAX)
+    if too_big and diagnostics is not None:
+        diagnostics["step_number_out_of_range"] = too_big
     return Steps(
         name=name,
-        step_num=np.array([int(_STEP_RE.match(n).group(1)) for n in name], dtype=np.int64),  # type: ignore[union-attr]
+        step_num=np.array([k if k <= _INT64_MAX else STEP_NUM_UNKNOWN for k in nums], np.int64),
         event_idx=np.array(rows, dtype=np.int64),
         processor_idx=events.processor_idx[rows].astype(np.int32),
         ts_ns=events.ts_ns[rows].copy(),

@@ -79,6 +79,9 @@ def summarize_kineto(trace: KinetoTrace) -> dict[str, Any]:
         flags.append("no cuda_sync events: inter-stream dependencies inferred from runtime calls")
     if not len(trace.steps):
         flags.append("no ProfilerStep spans: iterations cannot be measured")
+    big = trace.diagnostics.get("step_number_out_of_range", 0)
+    if big:
+        flags.append(f"{big} ProfilerStep number(s) beyond 64 bits: kept as steps, numbers unknown")
     if trace.meta.rank < 0:
         flags.append("no distributedInfo: rank and world size unknown")
     if not streams and not len(coll):
