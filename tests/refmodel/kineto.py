@@ -7,7 +7,8 @@ The shape follows real traces (PyTorch 2.x, CUDA 12, NCCL 2.2x on A100):
   ``displayTimeUnit``, ``baseTimeNanoseconds``.
 - ``ph:"X"`` events, ``ts``/``dur`` in float microseconds with ns fractions. CPU events on
   the process pid, one tid per thread; GPU events on pid 0 (the device), tid = stream; GPU
-  ``ts`` = true time - the program's ``gpu_clock_lag_ns``.
+  ``ts`` = true time - the program's ``gpu_clock_lag_ns`` - its ``gpu_clock_drift_ppm`` parts
+  per million of the true time (a GPU clock that is off and drifts).
 - cpu_op / user_annotation args: ``External id``, ``Record function id``, autograd
   ``Sequence number`` / ``Fwd thread id``, the op's own args (``Input Dims``, collective
   metadata), ``Ev Idx``. Runtime calls: ``External id`` (the enclosing op's, else their
@@ -28,6 +29,7 @@ import io
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +140,13 @@ def _kernel_args(w: Work) -> dict[str, Any]:
     return args
 
 
-def _gpu_event(g: GpuSpan, lag: int) -> dict[str, Any]:
+def _gpu_clock(prog: Any) -> Callable[[int], int]:
+    """True time (ns) -> the GPU clock's reading of it, as the trace writes it."""
+    lag, ppm = prog.gpu_clock_lag_ns, prog.gpu_clock_drift_ppm
+    return lambda t: t - lag - round(ppm * t / 1_000_000)
+
+
+def _gpu_event(g: GpuSpan, clock: Callable[[int], int]) -> dict[str, Any]:
     w = g.work
     args: dict[str, Any] = {"External id": _gpu_ext(g)}
     if w.cat == "kernel":
@@ -156,13 +164,13 @@ def _gpu_event(g: GpuSpan, lag: int) -> dict[str, Any]:
         "name": w.name,
         "pid": 0,
         "tid": g.stream,
-        "ts": _us(BASE_NS + g.start_ns - lag),
+        "ts": _us(BASE_NS + clock(g.start_ns)),
         "dur": _us(g.end_ns - g.start_ns),
         "args": args,
     }
 
 
-def _gpu_annotations(ex: Execution, lag: int) -> list[dict[str, Any]]:
+def _gpu_annotations(ex: Execution, clock: Callable[[int], int]) -> list[dict[str, Any]]:
     """One ``gpu_user_annotation`` per (user annotation, stream): its launched activities' span."""
     spans: dict[tuple[int, int], list[int]] = {}
     anns: dict[int, tuple[str, int]] = {}  # id(span) -> (name, External id)
@@ -186,7 +194,7 @@ def _gpu_annotations(ex: Execution, lag: int) -> list[dict[str, Any]]:
                 "name": name,
                 "pid": 0,
                 "tid": stream,
-                "ts": _us(BASE_NS + a - lag),
+                "ts": _us(BASE_NS + clock(a)),
                 "dur": _us(b - a),
                 "args": {"External id": ext},
             }
@@ -243,7 +251,7 @@ def _metadata(ex: Execution, ts: float) -> list[dict[str, Any]]:
 def to_kineto(ex: Execution) -> dict[str, Any]:
     """The Kineto JSON document of ``ex`` (see the module docstring)."""
     prog = ex.program
-    pid, lag = prog.pid, prog.gpu_clock_lag_ns
+    pid, clock = prog.pid, _gpu_clock(prog)
     events: list[dict[str, Any]] = []
     ev_idx = 0
     for s in ex.cpu:
@@ -255,14 +263,14 @@ def to_kineto(ex: Execution) -> dict[str, Any]:
             if s.node.api in ENQUEUING:
                 events.append(_flow("s", s.corr, pid, s.tid, _us(BASE_NS + s.start_ns), "ac2g"))
     for g in sorted(ex.gpu, key=lambda g: (g.start_ns, g.stream)):
-        events.append(_gpu_event(g, lag))
+        events.append(_gpu_event(g, clock))
         if g.launch is not None:
-            ts = _us(BASE_NS + g.start_ns - lag)
+            ts = _us(BASE_NS + clock(g.start_ns))
             events.append(_flow("f", g.corr, 0, g.stream, ts, "ac2g"))
-    events += _gpu_annotations(ex, lag)
+    events += _gpu_annotations(ex, clock)
     events += _fwdbwd_flows(ex, pid)
-    first = min([s.start_ns for s in ex.cpu] + [g.start_ns - lag for g in ex.gpu] + [0])
-    last = max([s.end_ns for s in ex.cpu] + [g.end_ns - lag for g in ex.gpu])
+    first = min([s.start_ns for s in ex.cpu] + [clock(g.start_ns) for g in ex.gpu] + [0])
+    last = max([s.end_ns for s in ex.cpu] + [clock(g.end_ns) for g in ex.gpu])
     events += _metadata(ex, _us(BASE_NS + first))
     events += [
         {

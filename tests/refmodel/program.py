@@ -194,7 +194,8 @@ class Program:
 
     ``backlog`` is GPU work launched before the window, in launch order: it is ready at time 0
     (so the first item runs from 0) and its launches are not traced. ``gpu_clock_lag_ns``: GPU
-    timestamps are written as true time minus this. ``threads[0]`` is the main thread, whose
+    timestamps are written as true time minus this, and minus ``gpu_clock_drift_ppm`` parts per
+    million of the true time (a drifting GPU clock). ``threads[0]`` is the main thread, whose
     ``ProfilerStep#N`` spans are the steps.
     """
 
@@ -203,6 +204,7 @@ class Program:
     backlog: tuple[tuple[int, Work], ...] = ()
     gpu_clock_lag_ns: int = 0
     pid: int = 0
+    gpu_clock_drift_ppm: float = 0.0
 
 
 def iter_nodes(nodes: tuple[Node, ...] | list[Node]) -> Iterator[Node]:

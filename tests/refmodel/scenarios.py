@@ -62,11 +62,14 @@ def _take_tape(b: Builder) -> list:
     return tape
 
 
-def _backward(b: Builder, k: int, buckets: list[tuple[int, int]], bwd: list[Node]) -> Op:
+def _backward(
+    b: Builder, k: int, buckets: list[tuple[int, int]], bwd: list[Node], join: bool = True
+) -> Op:
     """Main thread's side of ``loss.backward()`` in step ``k``; appends the backward thread's
     side to ``bwd``. ``buckets``: (number of tape entries from the end, nelems) per DDP bucket,
-    each all-reduced on the NCCL stream right after its grads are launched; the compute stream
-    then waits for the NCCL stream before the optimizer."""
+    each all-reduced on the NCCL stream right after its grads are launched; with ``join`` the
+    compute stream then waits for the NCCL stream before the optimizer (else the caller must
+    synchronize)."""
     tape = _take_tape(b)
     bwd.append(Wait(f"bwd_start:{k}", b.ns(10, 30)))
     end = len(tape)
@@ -76,8 +79,9 @@ def _backward(b: Builder, k: int, buckets: list[tuple[int, int]], bwd: list[Node
         bwd.append(b.allreduce(nelems, (0, 400), 0.5, COMPUTE_STREAM, COMM_STREAM))
         bwd.append(b.gap(3, 10))
     bwd.extend(b.backward(tape[:end]))
-    ev = b.event()
-    bwd += [b.event_record(ev, COMM_STREAM), b.stream_wait(COMPUTE_STREAM, ev)]
+    if join:
+        ev = b.event()
+        bwd += [b.event_record(ev, COMM_STREAM), b.stream_wait(COMPUTE_STREAM, ev)]
     bwd.append(Signal(f"bwd_done:{k}"))
     return b.op(
         "torch.autograd.backward",
@@ -215,6 +219,49 @@ def backward_thread_nccl(b: Builder) -> Program:
     return Program("backward_thread_nccl", threads, pid=PID)
 
 
+def nccl_critical_path(b: Builder) -> Program:
+    """Communication-bound data parallelism: the backward thread all-reduces three large DDP
+    buckets on the NCCL stream (about 1-2 ms each, longer than the backward compute after
+    them); the main thread ends the backward with ``torch.cuda.synchronize()``, so the last
+    all-reduce holds the optimizer and the step."""
+    bodies: list[list[Node]] = []
+    bwd: list[Node] = []
+    for k in range(N_STEPS):
+        body: list[Node] = [b.zero_grad(), b.gap()]
+        for _ in range(4):
+            body += b.mlp_layer(1024, (100, 200), (15, 30))
+        body += [b.loss((10, 20)), b.gap()]
+        buckets = [(9, 8_000_000), (9, 10_000_000), (9, 6_000_000)]
+        body += [_backward(b, k, buckets, bwd, join=False), b.gap(), b.device_sync(), b.gap()]
+        body += [b.optimizer_step(4, (60, 100)), b.gap(), b.item()]
+        bodies.append(body)
+    threads = (_main(b, bodies), Thread("pt_autograd_0", BWD_TID, tuple(bwd)))
+    return Program("nccl_critical_path", threads, pid=PID)
+
+
+def gpu_clock_lags_ms(b: Builder) -> Program:
+    """``gpu_bound`` with the GPU clock 2.5 ms behind the CPU's: every kernel appears to start
+    milliseconds before its launch, and launches onto an idle stream are rare (one per step)."""
+    p = gpu_bound(b)
+    return Program("gpu_clock_lags_ms", p.threads, p.backlog, gpu_clock_lag_ns=2_500_000, pid=PID)
+
+
+def gpu_clock_leads_ms(b: Builder) -> Program:
+    """``backward_thread_nccl`` with the GPU clock 20 ms ahead of the CPU's: every launch
+    appears to take 20 ms, which only the synchronizations can tell from a deep queue."""
+    p = backward_thread_nccl(b)
+    return Program("gpu_clock_leads_ms", p.threads, p.backlog, gpu_clock_lag_ns=-20_000_000,
+                   pid=PID)  # fmt: skip
+
+
+def gpu_clock_drifts(b: Builder) -> Program:
+    """``item_syncs`` with the GPU clock 1.5 ms behind and drifting 2,000 ppm (about 60 us
+    over the window): no single offset fits every launch and synchronization."""
+    p = item_syncs(b)
+    return Program("gpu_clock_drifts", p.threads, p.backlog, gpu_clock_lag_ns=1_500_000,
+                   pid=PID, gpu_clock_drift_ppm=2_000.0)  # fmt: skip
+
+
 def item_syncs(b: Builder) -> Program:
     """Mid-step ``.item()`` (isfinite check), a blocking ``cudaMemcpy`` of activations to host,
     loss ``.item()``, and an explicit ``cudaStreamSynchronize`` at step end."""
@@ -325,6 +372,10 @@ SCENARIOS: dict[str, Callable[[Builder], Program]] = {
         polling_thread,
         clock_lag,
         mixed,
+        nccl_critical_path,
+        gpu_clock_lags_ms,
+        gpu_clock_leads_ms,
+        gpu_clock_drifts,
     )
 }
 
