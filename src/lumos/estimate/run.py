@@ -37,7 +37,7 @@ import numpy as np
 
 from lumos._io import atomic_write
 from lumos.errors import ConfigError, SimulationError
-from lumos.estimate.baseline import Baseline, detect_baseline
+from lumos.estimate.baseline import IN_LAYERS, Baseline, detect_baseline
 from lumos.estimate.reshape import Edit, reshape_workload
 from lumos.estimate.scenario import Scenario
 from lumos.graph.edits import slow_down
@@ -143,6 +143,20 @@ def _row(
     )
 
 
+def _check(s: Scenario, base: Baseline | None) -> None:
+    """Refuse ``s`` before any simulation when it changes a value the trace does not state or
+    the detection declined (the layers, the sizes read inside them): a ConfigError naming
+    ``--baseline KEY=N``."""
+    if base is None:
+        return
+    try:
+        for key, value in s.model:
+            if (key == "layers" or key in IN_LAYERS) and value != base.values.get(key):
+                base.need(key)
+    except ConfigError as exc:
+        raise ConfigError(f"{s.label}: {exc}") from None
+
+
 def estimate(
     workload: Workload,
     scenarios: Sequence[Scenario],
@@ -153,12 +167,15 @@ def estimate(
     """The baseline (replayed as traced) and every scenario, simulated; see the module docstring.
 
     ``comm_model(workload, scenario)`` returns the cost model and its name for scenarios that
-    re-time communication; without one, such a scenario is a :class:`ConfigError`.
+    re-time communication; without one, such a scenario is a :class:`ConfigError`. A scenario
+    that changes a value the detection declined refuses before anything is simulated.
     """
-    rows = [_row(workload, Scenario(), TracedCost(), "traced")]
     base: Baseline | None = None
     if any(s.model or s.schedule for s in scenarios) or baseline:
         base = detect_baseline(workload, baseline)
+    for s in scenarios:
+        _check(s, base)
+    rows = [_row(workload, Scenario(), TracedCost(), "traced")]
     for s in scenarios:
         if s.is_baseline:
             continue
