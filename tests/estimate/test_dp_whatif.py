@@ -125,6 +125,11 @@ def test_nccl_data_dp_sweep(tmp_path):
     base, same, *more = rows
     assert (same["step_ns"], same["breakdown"], same["ranks"]) == (
         base["step_ns"], base["breakdown"], base["ranks"])  # fmt: skip
+    # per step, like step_ns: the parts add up to the mean step and a third of the gaps
+    # between the 3 steps (the window runs from the first's start to the last one's end:
+    # 40,206 ns more than the mean step on 2026-12 replays; it was 444,857,512 when the
+    # breakdown summed the steps)
+    assert 0 <= sum(base["breakdown"].values()) - base["step_ns"] < 50_000
     exposed = [r["breakdown"]["exposed_comm_ns"] for r in (same, *more)]
     assert exposed == sorted(exposed) and exposed[-1] > exposed[0]
     # 15 gradient all-reduces (8.2 to 31.5 MB) and 6 buffer broadcasts, re-timed by the ratio
@@ -163,3 +168,23 @@ def test_collectives_without_sizes_refuse_a_dp_what_if():
 
         w, _ = build_workload([path], workers=1)
         rows_of(w, "dp=4")
+
+
+def test_a_rows_breakdown_is_per_step_like_its_step_time():
+    """Three steps of 1900 ns: the breakdown of every row adds up to one step (it summed the
+    three: a row's parts were three times its step_ns)."""
+    b = GraphBuilder(rank=0, world_size=2)
+    st = b.stream(7)
+    pg = b.process_group("0", (0, 1))
+    for s in range(3):
+        first = b.task(st, "gemm", 1000)
+        c = b.comm(CommType.ALL_REDUCE, MIB, pg, seq_id=s, wait_ns=300)
+        b.task(st, "ncclAllReduce", 800, TaskKind.COMM, comm=c)
+        last = b.task(st, "gemm2", 100)
+        b.annotate(f"ProfilerStep#{s}", st, first, last, ts_ns=1900 * s, dur_ns=1900)
+    base, same, more = rows_of(Workload((b.build().validate(),)), "dp=2", "dp=8")
+    assert base.breakdown == same.breakdown == {
+        "exposed_compute_ns": 1100, "overlapped_ns": 0, "exposed_comm_ns": 800, "other_ns": 0}  # fmt: skip
+    transfer = round(500 * t(CommType.ALL_REDUCE, MIB, 8) / t(CommType.ALL_REDUCE, MIB, 2))
+    assert more.breakdown["exposed_comm_ns"] == 300 + transfer
+    assert sum(more.breakdown.values()) == more.step_ns == 1400 + transfer

@@ -10,7 +10,9 @@ field         meaning
 ``median_step_ns`` the same, the median over steps (what a measured median compares with:
               one slow step in the source moves the mean, not the median)
 ``ranks``     per rank: ``rank``, ``step_ns`` (its own steps, averaged)
-``breakdown`` the four-way breakdown of the slowest rank over its steps
+``breakdown`` the four-way breakdown of the slowest rank, per step (its steps' window
+              divided by their number: the parts add up to that rank's mean step, as
+              ``step_ns`` is a mean step), predicted in every row
 ``model``     ``traced`` (durations as recorded) or the communication model used
 ``edits``     what the scenario changed: graph edits of model keys (``layers``...) with
               what each added, removed and re-timed, and the communication re-timed by
@@ -138,6 +140,8 @@ def _row(
     job = np.max([p[:n] for p in predicted], axis=0)
     job_measured = np.max([m[:n] for m in measured], axis=0)
     slowest = int(np.argmax([np.mean(p) for p in predicted]))
+    per_step = max(len(predicted[slowest]), 1)
+    window = summaries[slowest]["breakdown"]["predicted"]
     return EstimateRow(
         scenario=s,
         step_ns=_mean_ns(job),
@@ -145,7 +149,7 @@ def _row(
         rank_step_ns=tuple(
             (sm["rank"], _mean_ns(p)) for sm, p in zip(summaries, predicted, strict=True)
         ),
-        breakdown=summaries[slowest]["breakdown"]["predicted"],
+        breakdown={k: round(v / per_step) for k, v in window.items()},
         model=model,
         measured_step_ns=_mean_ns(job_measured) if s.is_baseline else None,
         edits=tuple(e.to_dict() for e in edits),
