@@ -128,3 +128,28 @@ def test_dp_re_times_the_all_reduce_relative_to_the_recorded_degree(dp, gloo):
     assert edit["edit"] == f"communication re-timed (dp 2 -> {dp})"
     assert edit["tasks_retimed"] == 2  # the all-reduce on each rank
     assert edit["detail"].startswith(f"2 collectives (all_reduce 2) x{t(dp) / t(2):.3f}-x")
+
+
+@pytest.mark.parametrize(
+    "run, sets",
+    [
+        ("example", ["layers=2", "hidden=128", "ffn=512", "heads=4", "seq=64",
+                     "microbatch_size=8", "microbatches=1", "pp=1"]),
+        # a pipeline whose sends stay in flight: pipeline edits refuse, setting its own
+        # micro-batch count and stages edits nothing (it refused too)
+        ("gloo_pipelining_2stage", ["microbatches=4", "pp=2"]),
+        ("pipeline_4_stages", ["layers=8", "microbatches=2", "pp=4"]),
+    ],
+)  # fmt: skip
+def test_setting_detected_values_to_themselves_reproduces_the_replay(run, sets):
+    from pathlib import Path
+
+    from lumos.examples_data import example_run_dir
+    from lumos.replay import build_workload
+
+    path = example_run_dir() if run == "example" else Path(__file__).parents[1] / "data" / run
+    w, _ = build_workload([str(path)], workers=1)
+    base, same = estimate(w, [parse_scenario(sets)]).rows
+    assert (same.step_ns, same.breakdown, same.rank_step_ns) == (
+        base.step_ns, base.breakdown, base.rank_step_ns)  # fmt: skip
+    assert same.edits == ()
