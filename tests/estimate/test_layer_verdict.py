@@ -89,7 +89,7 @@ def test_an_inference_trace_needs_no_backward():
         ([[(4, 3, "mm")]], "forward and backward disagree: forward repeats of 4 blocks, "
                            "backward repeats of 3: no backward block per forward layer"),
         ([[(4, 1, "mm")]], "forward and backward disagree: 4 forward blocks, no backward "
-                           "repeat (but loops) although the step runs a backward"),
+                           "repeat that is not a loop, although the step runs a backward"),
         ([[(4, 4, "mm")], [(5, 5, "mm")]], "steps disagree: the steps' layer counts are 4, 5"),
         ([[(4, 4, "mm"), (3, 3, "cv")]],
          "several stacks: repeats of 4 and 3 blocks each cover at least 10 % of the step "

@@ -145,7 +145,8 @@ def _judge_rank(g: ExecGraph, lm: LayerMap) -> RankLayers:
         return RankLayers(g.rank, None, cands)
     steps_ns = max(sum(hi - lo for lo, hi in windows), 1)
     counts = sorted({x.count for x in stacks})
-    shares = {c: _share(g, [x for x in layer_groups if x.count == c], windows) / steps_ns
+    kept = [x for x, loop in zip(layer_groups, is_loop, strict=True) if not loop]
+    shares = {c: _share(g, [x for x in kept if x.count == c], windows) / steps_ns
               for c in counts}  # fmt: skip
     passed = [c for c in sorted(cands) if shares[c] >= MIN_STEP_SHARE]
     if not passed:
@@ -173,7 +174,8 @@ def _per_step(
         if back and here:
             if not bwd.get(k):
                 return (f"forward and backward disagree: {_counts(here)} forward blocks, no "
-                        "backward repeat (but loops) although the step runs a backward")  # fmt: skip
+                        "backward repeat that is not a loop, although the step runs a "
+                        "backward")  # fmt: skip
             if not here & bwd[k]:
                 return (f"forward and backward disagree: forward repeats of {_counts(here)} "
                         f"blocks, backward repeats of {_counts(bwd[k])}: no backward block per "
@@ -188,8 +190,11 @@ def _per_step(
 
 
 def _counts(values: set[int] | list[int]) -> str:
+    """``{2, 5, 3}`` -> ``"5, 3 and 2"``."""
     v = [str(x) for x in sorted(values, reverse=True)]
-    return v[0] if len(v) == 1 else ", ".join(v[:-1]) + " and " + v[-1] if v else ""
+    if len(v) < 2:
+        return "".join(v)
+    return ", ".join(v[:-1]) + " and " + v[-1]
 
 
 def _step_windows(g: ExecGraph, whole_run: bool) -> list[tuple[int, int]]:
