@@ -151,7 +151,7 @@ def _fit_in_step(doc: dict) -> Check:
 
 
 def _same(a: EstimateRow, b: EstimateRow) -> str:
-    """ "" when the rows agree to the ns, else what differs."""
+    """What differs between two rows (empty when they agree to the ns)."""
     diff = [f"{k}: {x} != {y}" for k, x, y in (
         ("step_ns", a.step_ns, b.step_ns),
         ("breakdown", a.breakdown, b.breakdown),
