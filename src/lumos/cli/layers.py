@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Find the repeated layer blocks of each rank (forward, backward, optimizer; "
         "micro-batches of a pipeline stage) and the configuration they imply (layers, hidden, "
         "FFN, heads, sequence, micro-batch size and count, pp, dp), each with how it was found. "
+        "The job decides: one layer count on every rank, or every rank declines with the "
+        "reason (repeats that are loops, a backward that does not repeat per forward layer, "
+        "counts that differ between steps or ranks, repeats covering under 10 % of the step). "
         "This is the baseline `lumos estimate` edits.",
     )
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")

@@ -18,6 +18,9 @@ process group from its first member (in rank order); with ``link={rank: factor}`
 collective are multiplied by the largest factor among its ranks (the group's ranks when known,
 else its traced members): the slowest link paces a synchronous collective.
 
+``lumos estimate`` re-times the recorded communication by this model's ratios instead
+(:mod:`lumos.cost.comm_relative`), so that its rows stay comparable with the replayed baseline.
+
 Tasks whose kind is UNKNOWN or whose size is not positive keep their traced time (the
 fallback's); ``diagnostics`` counts them after each call (``comm_kept_traced_unknown_kind``,
 ``comm_kept_traced_unknown_size``) and the modelled ones (``comm_modelled``).
@@ -157,25 +160,28 @@ class CommCost:
 
 
 def comm_model_for(topology: str, algorithm: str = "auto") -> Callable[..., tuple[CostModel, str]]:
-    """The factory ``lumos estimate`` uses: ``(workload, scenario) -> (CommCost, name)``.
+    """The factory ``lumos estimate`` uses: ``(workload, scenario, recorded_dp) -> (cost model,
+    name)``, a :class:`~lumos.cost.comm_relative.RelativeCommCost` on ``topology`` (a preset
+    name or a TOML file).
 
-    ``dp=N`` resizes the all-reduces of every *job-wide* process group (its ranks span the
-    job's world size, or the trace does not name it): in a data-parallel job those are the
-    gradient all-reduces. Other collectives (a DLRM's embedding all-to-alls) keep their group.
-    ``link=RANK:FACTOR`` slows that rank's network. ``topology`` is a preset name or a TOML file.
+    ``dp=N`` re-times the collectives of the data-parallel group (the recorded degree
+    ``recorded_dp``, :func:`lumos.estimate.baseline.recorded_dp`) by the model's ratio of N
+    ranks to the recorded degree; other collectives (a DLRM's embedding all-to-alls) keep their
+    group. ``link=RANK:FACTOR`` slows that rank's network by the same ratio rule.
     """
+    from lumos.cost.comm_relative import RelativeCommCost
+
     network = resolve_topology(topology)
 
-    def factory(workload: Workload, scenario: Any) -> tuple[CostModel, str]:
-        group_size: dict[str, int] = {}
+    def factory(workload: Workload, scenario: Any, recorded_dp: int = 0) -> tuple[CostModel, str]:
+        dp = None
         if scenario.dp is not None:
-            group_size[""] = scenario.dp
-            for g in workload.graphs:
-                for pg in g.process_groups:
-                    if not pg.ranks or len(pg.ranks) >= g.world_size:
-                        group_size[pg.name] = scenario.dp
-        cost = CommCost(network, algorithm=algorithm, group_size=group_size,
-                        resize_kinds=(CommType.ALL_REDUCE,), link=dict(scenario.link))  # fmt: skip
-        return cost, f"comm:{network.name or topology}/{algorithm}"
+            if recorded_dp < 1:
+                raise ConfigError(f"dp={scenario.dp}: the recorded data-parallel degree is "
+                                  "unknown; give --baseline dp=N")  # fmt: skip
+            dp = (recorded_dp, scenario.dp)
+        cost = RelativeCommCost(network, algorithm=algorithm, dp=dp, link=dict(scenario.link))
+        base = f" relative to dp={recorded_dp}" if dp else " relative to the recording"
+        return cost, f"comm:{network.name or topology}/{algorithm}{base}"
 
     return factory

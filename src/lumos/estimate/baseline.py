@@ -4,7 +4,9 @@
 key                 found from
 ==================  ========================================================================
 ``layers``          the repeated blocks of each rank (:mod:`lumos.estimate.layers`), summed
-                    over pipeline stages
+                    over pipeline stages, when the job's verdict accepts them
+                    (:mod:`lumos.estimate.layer_verdict`: one count on every rank, as many
+                    backward as forward blocks, a plausible share of the step)
 ``hidden``          the most common last dimension of the 3-D activations inside layers
 ``seq``,            the leading dimensions ``(b, s)`` of those activations
 ``microbatch_size``
@@ -14,11 +16,17 @@ key                 found from
 ``vocab``           the last dimension of the logits (the input of the log-softmax)
 ``microbatches``    micro-batch blocks (one send or receive each) per step
 ``pp``              ranks that exchange point-to-point messages (1 when none do)
-``dp``              the world size over ``pp``
+``dp``              the recorded degree of data parallelism: the size of the process group
+                    of the gradient collectives (all-reduce, reduce-scatter, all-gather) when
+                    the trace lists its ranks and they all have one size, else the world
+                    size over ``pp``; absent when the trace states neither a world size
+                    above one nor a process group's ranks
 ==================  ========================================================================
 
-``--baseline KEY=VALUE`` overrides any of them; a value that is needed but was not found is a
-:class:`~lumos.errors.ConfigError` naming that flag.
+``hidden`` to ``microbatch_size`` are read inside the layer blocks: when the verdict declines
+the layers they are withheld too (a what-if on them refuses), unless ``--baseline layers=N``
+accepts the blocks. ``--baseline KEY=VALUE`` overrides any value; a value that is needed but was
+not found is a :class:`~lumos.errors.ConfigError` naming that flag.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lumos.errors import ConfigError
+from lumos.estimate.layer_verdict import LayerVerdict, judge_layers
 from lumos.estimate.layers import LayerMap, find_layers
 from lumos.estimate.shapes import Dims, decoded_dims
 from lumos.graph.kinds import CommType
@@ -42,22 +51,34 @@ _LOGITS = ("aten::_log_softmax", "aten::log_softmax", "aten::_softmax_backward_d
 
 KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatch_size", "microbatches", "vocab",
         "pp", "dp")  # fmt: skip
+#: Values read inside the layer blocks: withheld when the layers are declined.
+IN_LAYERS = ("hidden", "ffn", "heads", "seq", "microbatch_size")
+_GRADIENT = (int(CommType.ALL_REDUCE), int(CommType.REDUCE_SCATTER), int(CommType.ALL_GATHER))
 
 
 @dataclass
 class Baseline:
-    """Detected (or given) values and how each was found; ``layer_maps`` per graph."""
+    """Detected (or given) values and how each was found; ``layer_maps`` per graph and the
+    job's ``verdict`` on them."""
 
     values: dict[str, int]
     how: dict[str, str]
     layer_maps: tuple[LayerMap, ...] = field(default=())
+    verdict: LayerVerdict | None = None
+    #: Keys read inside layer blocks the verdict declined, and so left out of ``values``.
+    withheld: tuple[str, ...] = ()
 
     def need(self, key: str) -> int:
-        """The value of ``key``, or a ConfigError naming ``--baseline key=...``."""
+        """The value of ``key``, or a ConfigError naming ``--baseline key=...`` (and
+        ``--baseline layers=N`` for a value withheld because the layers were declined)."""
         v = self.values.get(key, -1)
         if v <= 0:
+            fix = f"give --baseline {key}=N"
+            if key in self.withheld:
+                fix = (f"give --baseline layers=N to accept the repeated blocks `lumos layers` "
+                       f"lists, or --baseline {key}=N")  # fmt: skip
             raise ConfigError(f"the baseline's {key} could not be found in the trace "
-                              f"({self.how.get(key, 'no evidence')}); give --baseline {key}=N")  # fmt: skip
+                              f"({self.how.get(key, 'no evidence')}); {fix}")  # fmt: skip
         return v
 
     def dims(self) -> Dims:
@@ -96,8 +117,55 @@ def _activations(workload: Workload, maps: tuple[LayerMap, ...]) -> tuple[list, 
 def detect_baseline(workload: Workload, given: Mapping[str, int] | None = None) -> Baseline:
     """The baseline configuration of ``workload`` (see the module docstring)."""
     maps = tuple(find_layers(g) for g in workload.graphs)
+    verdict = judge_layers(workload, maps)
+    given = dict(given or {})
+    unknown = sorted(set(given) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"--baseline {unknown[0]}=...: unknown key (known: {', '.join(KEYS)})")
     values: dict[str, int] = {}
     how: dict[str, str] = {}
+    withheld: list[str] = []
+    _model_dims(workload, maps, values, how)
+    p2p_ranks = {
+        g.rank for g in workload.graphs
+        if np.isin(g.comms.kind, [int(CommType.SEND), int(CommType.RECV)]).any()
+    }  # fmt: skip
+    pp = max(len(p2p_ranks), 1)
+    values["pp"], how["pp"] = pp, (
+        f"{len(p2p_ranks)} ranks exchange point-to-point messages" if p2p_ranks
+        else "no point-to-point messages"
+    )  # fmt: skip
+    dp, how["dp"] = recorded_dp(workload, given.get("pp", pp))
+    if dp > 0:
+        values["dp"] = dp
+    if verdict.layers is not None:
+        found = ("forward calls of " + maps[0].how.split("(", 1)[1].rstrip(")")
+                 if maps[0].how.startswith("module annotations") else "repeated blocks")  # fmt: skip
+        values["layers"] = verdict.layers * pp
+        how["layers"] = (f"{', '.join(str(r.layers) for r in verdict.ranks)} {found} per rank "
+                         f"x pp {pp}")  # fmt: skip
+    else:
+        how["layers"] = f"not detected: {verdict.reason}"
+        if "layers" not in given:
+            for k in IN_LAYERS:
+                if values.pop(k, None) is not None:
+                    withheld.append(k)
+                    how[k] = ("read inside layer blocks the detection declined (see "
+                              "`lumos layers`)")  # fmt: skip
+    mbs = [lm.num_microbatches for lm in maps]
+    values["microbatches"] = max(mbs) if mbs else 1
+    how["microbatches"] = ("micro-batch blocks (one send/receive each) per step"
+                           if max(mbs, default=1) > 1 else "no micro-batch blocks")  # fmt: skip
+    for k, v in given.items():
+        values[k], how[k] = int(v), "given (--baseline)"
+    return Baseline(values, how, maps, verdict, tuple(k for k in withheld if k not in given))
+
+
+def _model_dims(
+    workload: Workload, maps: tuple[LayerMap, ...], values: dict[str, int], how: dict[str, str]
+) -> None:
+    """``hidden``, ``seq``, ``microbatch_size``, ``ffn``, ``heads`` and ``vocab`` from the
+    shapes of the layers' forward ops and of the logits, into ``values`` and ``how``."""
     inside, embed = _activations(workload, maps)
     acts = [s for s in inside if len(s) == 3]
     if acts:
@@ -119,30 +187,23 @@ def detect_baseline(workload: Workload, given: Mapping[str, int] | None = None) 
     if embed:
         values["vocab"] = Counter(e[-1] for e in embed).most_common(1)[0][0]
         how["vocab"] = "last dimension of the logits (log-softmax input)"
-    p2p_ranks = {
-        g.rank for g in workload.graphs
-        if np.isin(g.comms.kind, [int(CommType.SEND), int(CommType.RECV)]).any()
-    }  # fmt: skip
-    world = max(g.world_size for g in workload.graphs)
-    pp = max(len(p2p_ranks), 1)
-    values["pp"], how["pp"] = pp, (
-        f"{len(p2p_ranks)} ranks exchange point-to-point messages" if p2p_ranks
-        else "no point-to-point messages"
-    )  # fmt: skip
-    values["dp"], how["dp"] = max(world // pp, 1), f"world size {world} / pp {pp}"
-    per_rank = [lm.num_layers for lm in maps]
-    if any(per_rank):
-        layers = int(np.median(per_rank)) * pp
-        values["layers"] = layers
-        found = ("forward calls of " + maps[0].how.split("(", 1)[1].rstrip(")")
-                 if maps[0].how.startswith("module annotations") else "repeated blocks")  # fmt: skip
-        how["layers"] = f"{', '.join(map(str, per_rank))} {found} per rank x pp {pp}"
-    mbs = [lm.num_microbatches for lm in maps]
-    values["microbatches"] = max(mbs) if mbs else 1
-    how["microbatches"] = ("micro-batch blocks (one send/receive each) per step"
-                           if max(mbs, default=1) > 1 else "no micro-batch blocks")  # fmt: skip
-    for k, v in (given or {}).items():
-        if k not in KEYS:
-            raise ConfigError(f"--baseline {k}=...: unknown key (known: {', '.join(KEYS)})")
-        values[k], how[k] = int(v), "given (--baseline)"
-    return Baseline(values, how, maps)
+
+
+def recorded_dp(workload: Workload, pp: int) -> tuple[int, str]:
+    """The data-parallel degree the trace states, and how it was read; ``(-1, why)`` when it
+    states none (a world size of one, or none, and no process group that lists its ranks)."""
+    graphs = workload.graphs
+    world = max((g.world_size for g in graphs), default=1)
+    if world <= 1 and not any(pg.ranks for g in graphs for pg in g.process_groups):
+        has_comms = any(len(g.comms) for g in graphs)
+        return -1, ("the trace has collectives but states no world size or process group ranks"
+                    if has_comms else "the trace states no world size or process group")  # fmt: skip
+    sizes: set[int] = set()
+    for g in graphs:
+        pgs = g.comms.pg_idx[np.isin(g.comms.kind, _GRADIENT) & (g.comms.pg_idx >= 0)]
+        sizes |= {len(g.process_groups[i].ranks) for i in np.unique(pgs).tolist()}
+    sizes.discard(0)
+    if len(sizes) == 1 and (size := sizes.pop()) != max(world // pp, 1):
+        return size, (f"the gradient collectives' process group has {size} ranks "
+                      f"(world size {world})")  # fmt: skip
+    return max(world // pp, 1), f"world size {world} / pp {pp}"

@@ -82,7 +82,8 @@ def reshape_workload(
     unknown = sorted(set(changes) - set(MODEL_KEYS))
     if unknown:
         raise ConfigError(f"unknown model key {unknown[0]!r} (known: {', '.join(MODEL_KEYS)})")
-    if _PIPELINE_KEYS & set(changes) or schedule is not None:
+    # setting a pipeline value to the one the trace has edits nothing: nothing to refuse
+    if any(changes[k] != base.values.get(k) for k in _PIPELINE_KEYS & set(changes)) or schedule:
         _refuse_in_flight(workload)
     edits: list[Edit] = []
     pp = base.values.get("pp", 1)

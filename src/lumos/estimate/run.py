@@ -10,18 +10,27 @@ field         meaning
 ``median_step_ns`` the same, the median over steps (what a measured median compares with:
               one slow step in the source moves the mean, not the median)
 ``ranks``     per rank: ``rank``, ``step_ns`` (its own steps, averaged)
-``breakdown`` the four-way breakdown of the slowest rank over its steps
+``breakdown`` the four-way breakdown of the slowest rank, per step (its steps' window
+              divided by their number: the parts add up to that rank's mean step, as
+              ``step_ns`` is a mean step), predicted in every row
 ``model``     ``traced`` (durations as recorded) or the communication model used
-``edits``     graph edits of model keys (``layers``...): what each added, removed
-              and re-timed, and the cost model it used
+``edits``     what the scenario changed: graph edits of model keys (``layers``...) with
+              what each added, removed and re-timed, and the communication re-timed by
+              ``dp`` or ``link`` (how many collectives, by what factors)
 ============  ===================================================================
 
 The document's ``baseline`` holds the configuration found in the trace (each key's ``value``
-and ``how`` it was found) when a scenario changes the model.
+and ``how`` it was found) when a scenario changes the model or the data-parallel degree.
 
-The baseline row also has ``measured_step_ns`` (the recording). Rows of scenarios that change
-communication (``dp``, ``link``) use the communication model; the others replay communication
-as traced, so a straggler delays the other ranks exactly through the collectives that wait for it.
+The baseline row also has ``measured_step_ns`` (the recording). Scenarios that change
+communication (``dp``, ``link``) re-time the recorded transfers by the network model's ratio,
+new over recorded (:mod:`lumos.cost.comm_relative`), so ``dp`` at the recorded degree gives the
+baseline row to the ns; the others replay communication as traced, so a straggler delays the
+other ranks exactly through the collectives that wait for it.
+
+Every scenario is checked before anything is simulated: a value it changes that the trace does
+not state, or that the detection declined (the layers and the sizes read inside them, the
+data-parallel degree), is a :class:`~lumos.errors.ConfigError` naming ``--baseline KEY=N``.
 """
 
 from __future__ import annotations
@@ -29,15 +38,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lumos._io import atomic_write
+from lumos.cost.comm_relative import RelativeCommCost, dp_collectives
 from lumos.errors import ConfigError, SimulationError
-from lumos.estimate.baseline import Baseline, detect_baseline
+from lumos.estimate.baseline import IN_LAYERS, Baseline, detect_baseline
 from lumos.estimate.reshape import Edit, reshape_workload
 from lumos.estimate.scenario import Scenario
 from lumos.graph.edits import slow_down
@@ -48,8 +58,9 @@ from lumos.sim.cost import CostModel, TracedCost
 
 __all__ = ["Estimate", "EstimateRow", "estimate", "estimate_csv", "write_estimate"]
 
-#: Builds the communication cost model for a scenario (``dp``, ``link``); see the CLI.
-CommModelFactory = Callable[[Workload, Scenario], tuple[CostModel, str]]
+#: Builds the communication cost model for a scenario (``dp``, ``link``) from the workload, the
+#: scenario and the recorded data-parallel degree; see :func:`lumos.cost.comm_model.comm_model_for`.
+CommModelFactory = Callable[[Workload, Scenario, int], tuple[CostModel, str]]
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,8 @@ def _row(
     job = np.max([p[:n] for p in predicted], axis=0)
     job_measured = np.max([m[:n] for m in measured], axis=0)
     slowest = int(np.argmax([np.mean(p) for p in predicted]))
+    per_step = max(len(predicted[slowest]), 1)
+    window = summaries[slowest]["breakdown"]["predicted"]
     return EstimateRow(
         scenario=s,
         step_ns=_mean_ns(job),
@@ -136,11 +149,56 @@ def _row(
         rank_step_ns=tuple(
             (sm["rank"], _mean_ns(p)) for sm, p in zip(summaries, predicted, strict=True)
         ),
-        breakdown=summaries[slowest]["breakdown"]["predicted"],
+        breakdown={k: round(v / per_step) for k, v in window.items()},
         model=model,
         measured_step_ns=_mean_ns(job_measured) if s.is_baseline else None,
         edits=tuple(e.to_dict() for e in edits),
     )
+
+
+def _check(
+    workload: Workload, s: Scenario, base: Baseline | None, comm_model: CommModelFactory | None
+) -> None:
+    """Refuse ``s`` before any simulation when it cannot be answered (see the module
+    docstring)."""
+    if s.needs_comm_model and comm_model is None:
+        raise ConfigError(f"{s.label}: re-timing communication needs a network: "
+                          "give --topology (a preset name or a TOML file)")  # fmt: skip
+    if base is None:
+        return
+    try:
+        for key, value in s.model:
+            if (key == "layers" or key in IN_LAYERS) and value != base.values.get(key):
+                base.need(key)
+        if s.dp is not None:
+            base.need("dp")
+    except ConfigError as exc:
+        raise ConfigError(f"{s.label}: {exc}") from None
+    dp = base.values.get("dp", 0)
+    if s.dp is None or s.dp == dp:
+        return
+    known, unknown = dp_collectives(workload, dp)
+    if not known:
+        what = (f"its {unknown} collectives of the data-parallel group ({dp} ranks) have no "
+                "recorded size, which the network model needs" if unknown else
+                f"the trace shows no collective of its data-parallel group ({dp} "
+                f"rank{'s' if dp > 1 else ''}) to re-time: a run without data-parallel "
+                f"communication does not say what {s.dp} ranks would exchange")  # fmt: skip
+        raise ConfigError(f"{s.label}: {what}")
+
+
+def _comm_edit(workload: Workload, s: Scenario, cost: CostModel, name: str, dp: int) -> Edit:
+    """What the communication model re-times in ``workload``, as an edit."""
+    what = [f"dp {dp} -> {s.dp}"] if s.dp is not None else []
+    if s.link:
+        what.append("link " + ", ".join(f"{r}:{f:g}" for r, f in s.link))
+    edit = Edit(name="communication re-timed (" + ", ".join(what) + ")", model=name)
+    if not isinstance(cost, RelativeCommCost):
+        return edit
+    summary = cost.summary(workload)
+    return replace(edit, tasks_retimed=summary.count,
+                   detail=summary.describe() + "; transfer = recorded transfer x t(new) / "
+                   "t(recorded) of the network model, waiting for peers as recorded")  # fmt: skip
 
 
 def estimate(
@@ -152,13 +210,17 @@ def estimate(
 ) -> Estimate:
     """The baseline (replayed as traced) and every scenario, simulated; see the module docstring.
 
-    ``comm_model(workload, scenario)`` returns the cost model and its name for scenarios that
-    re-time communication; without one, such a scenario is a :class:`ConfigError`.
+    ``comm_model(workload, scenario, recorded_dp)`` returns the cost model and its name for
+    scenarios that re-time communication; without one, such a scenario is a
+    :class:`ConfigError`, as is any scenario :func:`_check` refuses (before simulating).
     """
-    rows = [_row(workload, Scenario(), TracedCost(), "traced")]
     base: Baseline | None = None
-    if any(s.model or s.schedule for s in scenarios) or baseline:
+    if any(s.model or s.schedule or s.dp is not None for s in scenarios) or baseline:
         base = detect_baseline(workload, baseline)
+    for s in scenarios:
+        _check(workload, s, base, comm_model)
+    dp = base.values.get("dp", 0) if base is not None else 0
+    rows = [_row(workload, Scenario(), TracedCost(), "traced")]
     for s in scenarios:
         if s.is_baseline:
             continue
@@ -169,10 +231,9 @@ def estimate(
             edited, edits = reshape_workload(workload, base, dict(s.model), s.schedule, s.chunks)
         edited = _edit(edited, s)
         if s.needs_comm_model:
-            if comm_model is None:
-                raise ConfigError(f"{s.label}: re-timing communication needs a network: "
-                                  "give --topology (a preset name or a TOML file)")  # fmt: skip
-            cost, name = comm_model(edited, s)
+            assert comm_model is not None
+            cost, name = comm_model(edited, s, dp)
+            edits.append(_comm_edit(edited, s, cost, name, dp))
         else:
             cost, name = TracedCost(), "traced"
         try:

@@ -5,7 +5,7 @@ column              from the row
 ==================  ==========================================================================
 scenario            ``config.label`` (the baseline first)
 step ms, change     ``step_ns`` and its change against the baseline row
-the four parts      ``breakdown`` (the slowest rank, summed over its steps), in ms
+the four parts      ``breakdown`` (the slowest rank, per step), in ms
 model, edits        ``model`` and the names of ``edits``
 ==================  ==========================================================================
 
@@ -55,7 +55,7 @@ def estimate_section(rows: list[dict[str, Any]], table: Any) -> str:
         unit="ms",
         fmt="{:,.3f}",
         title="Where the time goes, per scenario",
-        x_label="ms (slowest rank, summed over its steps)",
+        x_label="ms (slowest rank, per step)",
     )
     note = ('<p class="sub">Predicted by <code>lumos estimate</code>; the baseline row is the '
             "replay of the recording.</p>")  # fmt: skip

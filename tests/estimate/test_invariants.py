@@ -1,0 +1,74 @@
+"""``check_invariants``: what any job's layers and what-ifs must satisfy, with no ground truth,
+on lumos's own recordings and on every realdata Kineto trace (the corpus benchmark's rows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.realdata import REPLAY_TRACES, astra_custom, realdata, trace
+
+from lumos.estimate.invariants import CHECKS, Check, check_invariants
+from lumos.examples_data import example_run_dir
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def test_the_bundled_example_holds_every_invariant():
+    checks = check_invariants([example_run_dir()])
+    assert [c.name for c in checks] == list(CHECKS)
+    assert all(isinstance(c, Check) and c.ok for c in checks), checks
+    by = {name: detail for name, _, detail in checks}
+    assert by["layers_ranks_agree"] == "2 rank(s) with 2 layers each"
+    assert by["layers_forward_backward"] == "2 forward, 2 backward"
+    assert by["identity_edit"] == ("layers=2 hidden=128 ffn=512 heads=4 seq=64 microbatch_size=8 "
+                                   "microbatches=1 pp=1: the baseline to the ns")  # fmt: skip
+    assert by["dp_recorded_is_baseline"].startswith("dp=2: step ")
+    assert by["dp_sweep_monotonic"].startswith("dp 2, 4, 8, 16: exposed comm ")
+
+
+@pytest.mark.parametrize("run", ["pipeline_4_stages", "gloo_fsdp2_2rank", "gloo_pipelining_2stage"])
+def test_lumos_recordings_hold_every_invariant(run):
+    checks = check_invariants([DATA / run])
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+
+
+# -- every realdata Kineto trace: the invariants hold, or say why they cannot be checked -------
+
+CORPUS = (*REPLAY_TRACES, "gpu_bound_v100", "dlrm_kineto_8rank", "allgather_b200")
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_every_realdata_trace_holds_every_invariant(name):
+    checks = check_invariants([trace(name)])
+    assert [c.name for c in checks] == list(CHECKS)
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+
+
+def test_dlrm_and_nccl_data_in_detail():
+    dlrm = {c.name: c.detail for c in check_invariants([trace("dlrm_kineto_8rank")])}
+    assert dlrm["layers_ranks_agree"].startswith("8 rank(s) decline: every rank declines; ")
+    assert dlrm["dp_recorded_is_baseline"].startswith("dp=8: step ")
+    assert dlrm["dp_sweep_monotonic"].startswith("dp 8, 16, 32, 64: exposed comm ")
+    nccl = {c.name: c.detail for c in check_invariants([trace("nccl_a100")])}
+    assert nccl["identity_edit"].startswith("microbatches=1 pp=1: the baseline to the ns; "
+                                            "layers=2 refused: layers=2: the baseline's layers")  # fmt: skip
+    assert nccl["identity_edit"].endswith("give --baseline layers=N")
+    assert nccl["dp_sweep_monotonic"].startswith("dp 2, 4, 8, 16: exposed comm ")
+
+
+def test_a_trace_that_states_no_degree_holds_by_refusing():
+    checks = {c.name: c for c in check_invariants([trace("cuda_event_sync")])}
+    refusal = ("refused: dp=2: the baseline's dp could not be found in the trace (the trace "
+               "states no world size or process group); give --baseline dp=N")  # fmt: skip
+    assert checks["dp_recorded_is_baseline"] == Check("dp_recorded_is_baseline", True, refusal)
+    assert checks["dp_sweep_monotonic"] == Check("dp_sweep_monotonic", True, refusal)
+
+
+def test_a_replay_that_fails_is_a_failed_check_that_says_why():
+    """ASTRA-sim's custom ring all-reduce (MSCCL-IR sends and receives) does not replay: the
+    what-if invariants cannot be checked, and their rows say so instead of raising."""
+    checks = check_invariants([realdata(astra_custom())])
+    assert [c.ok for c in checks] == [True, True, True, False, False, False]
+    assert all(c.detail.startswith("the replay fails: SimulationError: deadlock")
+               for c in checks[3:])  # fmt: skip
