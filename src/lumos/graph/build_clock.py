@@ -39,9 +39,12 @@ latency or reaction. A trace with no synchronize proves no upper bound: a move i
 launches alone is said (``gpu_clock_from_launches``).
 
 An interval that is empty for any constant offset is a clock
-that drifts: the offset becomes ``a + b * (t - origin)``, with the gentlest slope ``b`` (within
-+-5 %) that leaves ``a`` an interval of two nominal launch latencies, or as wide a one as any
-slope leaves (the interval's width is a concave function of ``b``). Where even that contradicts
+that drifts: the offset becomes ``a + b * (t - origin)``, ``a`` the middle of the interval
+the slope leaves. The interval's width is a concave function of ``b``: where bounds on both
+sides over the trace make it peak, ``b`` is the peak (the line half way between the lower and
+the upper bounds); where it only grows toward the edge of the search (+-5 %: bounds on one side
+at one end of the trace), ``b`` is the gentlest slope that leaves two nominal launch latencies,
+or as wide an interval as any slope leaves. Where even that contradicts
 some bounds, the constant that contradicts the fewest is taken and the contradicted ones are
 counted (``gpu_clock_inconsistent``).
 """
@@ -116,6 +119,8 @@ class ClockFit:
     lower_ns: int | None = None
     upper_ns: int | None = None
     contradicted: int = 0
+    #: The times (from the origin) the bounds cover: a drift is not extrapolated past them.
+    span_ns: tuple[int, int] = (0, 0)
 
     @property
     def moves(self) -> bool:
@@ -207,7 +212,9 @@ def fit_clock(bounds: ClockBounds, diag: Diagnostics) -> ClockFit:
         return ClockFit(off, 0.0, lo, hi)
     drift, a_lo, a_hi = _best_drift(bounds)
     if a_lo <= a_hi + RESOLUTION_NS:
-        return ClockFit(_pick(a_lo, a_hi, prefer_zero=False), drift, a_lo, a_hi)
+        t = np.concatenate([bounds.t_lower, bounds.t_upper])
+        span = (int(t.min()), int(t.max()))
+        return ClockFit((a_lo + a_hi) // 2, drift, a_lo, a_hi, span_ns=span)
     offset, broken = _fewest_contradictions(bounds)
     diag.warn("gpu_clock_inconsistent", f"no GPU clock offset agrees with all launches and "
               f"synchronizes: {broken} contradict {offset / 1e3:+.1f} us", broken)  # fmt: skip
@@ -239,10 +246,15 @@ def shift_gpu_clock(trace: KinetoTrace, fit: ClockFit, origin_ns: int) -> Kineto
     """The trace with every GPU activity moved onto the CPU clock by ``fit``."""
     ev = trace.events
     gpu = np.isin(ev.cat, [int(c) for c in _GPU_CATEGORIES])
-    moved = ev.ts_ns + fit.offset_ns
+    shift = np.full(len(ev), fit.offset_ns, dtype=np.int64)
     if fit.drift:
-        moved = moved + np.rint(fit.drift * (ev.ts_ns - origin_ns)).astype(np.int64)
-    ts = np.where(gpu, moved, ev.ts_ns)
+        since = np.clip(ev.ts_ns - origin_ns, *fit.span_ns)  # a stray timestamp hours away
+        shift += np.rint(fit.drift * since).astype(np.int64)
+    if gpu.any() and not (ev.ts_ns[gpu] % RESOLUTION_NS).any():
+        # whole microseconds (older recorders): moved on the grid they were written on, so that
+        # work that ended as the next began, as written, still does
+        shift = np.rint(shift / RESOLUTION_NS).astype(np.int64) * RESOLUTION_NS
+    ts = np.where(gpu, ev.ts_ns + shift, ev.ts_ns)
     return dataclasses.replace(trace, events=dataclasses.replace(ev, ts_ns=ts))
 
 
@@ -259,8 +271,10 @@ def _pick(lo: int | None, hi: int | None, *, prefer_zero: bool = True) -> int:
 
 
 def _best_drift(bounds: ClockBounds) -> tuple[float, int, int]:
-    """The gentlest slope that leaves the offset room (up to two nominal launch latencies, less
-    if no slope leaves that much), and the interval it leaves for the offset at the origin."""
+    """The slope that leaves the offset the most room, when the bounds pin it (bounds on both
+    sides over the trace); else (the room grows without end, toward one side's bounds) the
+    gentlest slope that leaves two nominal launch latencies of room, or as much as any slope
+    leaves. And the interval it leaves for the offset at the origin."""
     tl, lw = bounds.t_lower, bounds.lower.astype(np.float64)
     tu, uw = bounds.t_upper, bounds.upper.astype(np.float64)
 
@@ -279,6 +293,9 @@ def _best_drift(bounds: ClockBounds) -> tuple[float, int, int]:
         else:
             c = m2
     top = (a + c) / 2
+    if abs(top) < 0.99 * MAX_DRIFT:
+        lo, hi = interval(top)  # bounds on both sides over time pin the slope: the center line
+        return top, int(np.ceil(lo)), int(np.floor(hi))
     want = min(room(top), 2.0 * NOMINAL_LATENCY_NS)
     near, far = 0.0, top  # room(near) < want <= room(far): bisect for the gentlest slope
     for _ in range(200):

@@ -224,7 +224,8 @@ def _held_by_other_stream(
     ends = end[by_end]
     src, dst, delay = [], [], []
     for t in held.tolist():
-        k = int(np.searchsorted(ends, ts[t], side="right")) - 1
+        # ends within the recording's resolution after the start count as touching
+        k = int(np.searchsorted(ends, ts[t] + TOL_NS, side="right")) - 1
         while k >= 0 and ends[k] > ready[t] and ts[t] - ends[k] <= LAUNCH_LATENCY_MAX_NS:
             u = int(by_end[k])
             k -= 1

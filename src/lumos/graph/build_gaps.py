@@ -92,6 +92,10 @@ WAIT_FACTOR = 4
 BUSY_SHARE = 0.02
 #: A non-wait gap longer than this many times its thread's median gap is "unexplained".
 UNEXPLAINED_FACTOR = 20
+#: A thread released by GPU work resumes at least this long after it ended: a CPU learns of a
+#: GPU task's end over PCIe (an interrupt, a poll of host memory), never at once; a resume at
+#: the very instant, as whole-microsecond traces often show, is a coincidence.
+MIN_GPU_REACTION_NS = 500
 #: A thread needs this many positive gaps of its own to measure its usual overhead.
 MIN_OWN_GAPS = 50
 _NEVER = np.iinfo(np.int64).max
@@ -306,7 +310,10 @@ def releaser(
     for q, c in enumerate(candidates):
         if q == thread or c.tasks.size == 0:
             continue
-        k = int(c.ends.searchsorted(resume, side="right")) - 1
+        # the CPU learns that GPU work ended a moment later (an interrupt, a poll): a GPU task
+        # that ends the instant the thread resumes ended by coincidence
+        by = resume - (MIN_GPU_REACTION_NS if on_stream[int(c.tasks[0])] else 0)
+        k = int(c.ends.searchsorted(by, side="right")) - 1
         if k < 0:
             continue
         u = int(c.tasks[k])
