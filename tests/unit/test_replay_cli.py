@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tests.realdata import TRACES, realdata
 
@@ -114,3 +115,27 @@ def test_perfetto_name_must_be_a_json_file_name(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["replay", str(realdata(SMALL)), "-o", str(out), "--perfetto", "x/y.json"]) == 1
     assert "--perfetto 'x/y.json'" in capsys.readouterr().err
+
+
+def test_a_rank_that_began_later_begins_later_in_its_window(tmp_path):
+    """Without ProfilerSteps a rank's run is its window; on a shared clock a rank that began
+    later begins later in the replay too, and its window is measured from its own first task
+    (the window used to start at 0 for every rank: +11 % on the later rank of a 2-rank job)."""
+    from lumos.graph.model import Workload
+    from lumos.graph.synthetic import GraphBuilder
+    from lumos.replay import replay
+
+    graphs = []
+    for rank, start in ((0, 1_000), (1, 0)):
+        b = GraphBuilder(rank=rank, world_size=2)
+        th = b.thread(1)
+        anchor = b.task(th, "<start>", 0, ts_ns=0)
+        b.task(th, "aten::mm", 5_000, ts_ns=start, gap_ns=start)
+        g = b.build()
+        ev = np.full(g.num_tasks, -1, dtype=np.int64)
+        ev[anchor] = -2  # the processor's anchor, as built from a trace
+        graphs.append(g.replace(tasks=g.tasks.replace(event_idx=ev)))
+    rep = replay(Workload(tuple(graphs)))
+    windows = {s["rank"]: s["window_ns"] for s in rep.summaries}
+    assert windows[0] == {"measured": [1_000, 6_000], "predicted": [1_000, 6_000]}
+    assert windows[1] == {"measured": [0, 5_000], "predicted": [0, 5_000]}

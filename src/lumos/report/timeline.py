@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos.graph.build_tasks import START
 from lumos.graph.model import AnnotationKind, ExecGraph, Workload
 from lumos.sim.result import SimResult
 
@@ -42,25 +43,33 @@ def _span(ts: NDArray[np.int64], end: NDArray[np.int64]) -> tuple[int, int] | No
     return (int(ts.min()), int(end.max())) if len(ts) else None
 
 
+def _run(graph: ExecGraph) -> NDArray[np.bool_]:
+    """The tasks of the run: every task but the processors' zero-cost ``<start>`` anchors."""
+    return graph.tasks.event_idx != START
+
+
 def measured_window(graph: ExecGraph) -> tuple[int, int]:
-    """First step start to last step end, as recorded (all tasks when there is no step)."""
+    """First step start to last step end, as recorded (the run's tasks when there is no step)."""
     a, t = graph.annotations, graph.tasks
     st = a.kind == int(AnnotationKind.STEP)
     w = _span(a.ts_ns[st], a.ts_ns[st] + a.dur_ns[st])
     if w is None:
-        w = _span(t.ts_ns, t.ts_ns + t.dur_ns) or (0, 0)
+        run = _run(graph)
+        w = _span(t.ts_ns[run], (t.ts_ns + t.dur_ns)[run]) or (0, 0)
     return w
 
 
 def predicted_window(result: SimResult, gi: int) -> tuple[int, int]:
-    """First step start to last step end, as simulated (0 to the last end without steps)."""
-    a = result.graphs[gi].annotations
+    """First step start to last step end, as simulated (the run's first start to its last end
+    without steps: a rank that began after the others in a job begins later in the replay)."""
+    g = result.graphs[gi]
+    a = g.annotations
     lo, hi = result.annotation_spans(gi)
     has = (a.kind == int(AnnotationKind.STEP)) & (a.first_task_idx >= 0)
     w = _span(lo[has], hi[has])
     if w is None:
-        e = result.ends(gi)
-        w = (0, int(e.max()) if len(e) else 0)
+        run = _run(g)
+        w = _span(result.starts(gi)[run], result.ends(gi)[run]) or (0, 0)
     return w
 
 
