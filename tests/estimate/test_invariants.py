@@ -72,3 +72,5 @@ def test_a_replay_that_fails_is_a_failed_check_that_says_why():
     assert [c.ok for c in checks] == [True, True, True, False, False, False]
     assert all(c.detail.startswith("the replay fails: SimulationError: deadlock")
                for c in checks[3:])  # fmt: skip
+    # the message says why and what replays them: ASTRA-sim's semantics
+    assert all("replay them with --chakra-only" in c.detail for c in checks[3:])

@@ -52,7 +52,10 @@ from lumos.graph.model import (
     order_within,
 )
 
-__all__ = ["WORLD_SIZE_GUESSED", "edges_from_deps", "foreign_graph"]
+__all__ = ["FOREIGN_ORDER", "WORLD_SIZE_GUESSED", "edges_from_deps", "foreign_graph"]
+
+#: Diagnostic of a foreign graph's processors ordered by lumos (file and dependency order).
+FOREIGN_ORDER = "intra_processor_order_added"
 
 #: Diagnostic of a graph whose world size no one stated (its rank + 1, at least): the files
 #: of one job read together take the largest (``lumos.replay.build_workload``).
@@ -249,7 +252,7 @@ def _edges(src: NDArray[np.int64], dst: NDArray[np.int64], graph: ExecGraph,
     n = max(graph.num_tasks, 1)
     have = np.unique(dst * n + src)
     new = ~np.isin(o_dst * n + o_src, have)
-    diag.warn("intra_processor_order_added", "", int(new.sum()))
+    diag.warn(FOREIGN_ORDER, "", int(new.sum()))
     all_src = np.concatenate([src, o_src[new]])
     all_dst = np.concatenate([dst, o_dst[new]])
     pk = graph.processors.kind

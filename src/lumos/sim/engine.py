@@ -287,8 +287,18 @@ def _deadlock_message(
         )
         parts.append(f"rank {g.rank} {g.describe_task(gt - int(t_off[gi]))}: {why}")
     text = f"deadlock: {len(stuck)} of {len(start)} tasks can never start; " + "; ".join(parts)
+    from lumos.chakra.mapping_foreign import FOREIGN_ORDER
     from lumos.graph.build_tasks import GLOO_LEFT_OUT
 
+    foreign = [g.rank for g in workload.graphs if g.diagnostics.count(FOREIGN_ORDER)]
+    if foreign and any(group_of[gt] >= 0 for gt in shown.tolist()):
+        text += (
+            ". The Chakra ETs of rank(s) "
+            f"{', '.join(map(str, foreign[:8]))}{'...' if len(foreign) > 8 else ''} were not "
+            "written by lumos: their communication runs one node at a time in file order, and "
+            "sends and receives that ASTRA-sim issues without waiting wait for each other here; "
+            "replay them with --chakra-only (ASTRA-sim's semantics)"
+        )
     left_out = [g.rank for g in workload.graphs if g.diagnostics.count(GLOO_LEFT_OUT)]
     if left_out:
         text += (
