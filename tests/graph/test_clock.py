@@ -138,3 +138,21 @@ def test_no_gpu_task_starts_before_its_launch_call(name):
     launch = e.kind == int(DepKind.LAUNCH)
     early = g.tasks.ts_ns[e.dst[launch]] - g.tasks.ts_ns[e.src[launch]]
     assert early.min() >= -1_000  # the recording's 1 us resolution
+
+
+@needs_realdata
+def test_a_drift_is_not_extrapolated_and_whole_microseconds_stay_whole():
+    from lumos.graph.build_clock import ClockFit, shift_gpu_clock
+
+    t = read_kineto(trace("legacy_2021_v100"))  # whole microseconds
+    gpu = np.isin(t.events.cat, [5, 6, 7])  # kernels, copies, sets
+    assert not (t.events.ts_ns[gpu] % 1_000).any()
+    origin = int(t.events.ts_ns.min())
+    # 1 % drift fitted over the first 10 ms: an event later than that moves as at 10 ms
+    fit = ClockFit(2_000, 0.01, span_ns=(0, 10_000_000))
+    moved = shift_gpu_clock(t, fit, origin).events.ts_ns
+    since = np.clip(t.events.ts_ns - origin, 0, 10_000_000)
+    shift = np.rint((2_000 + 0.01 * since) / 1_000).astype(np.int64) * 1_000  # on the us grid
+    assert (moved[gpu] == t.events.ts_ns[gpu] + shift[gpu]).all()
+    assert moved[gpu].max() - t.events.ts_ns[gpu].max() == 102_000  # 2 us + 1 % of 10 ms
+    assert (moved[~gpu] == t.events.ts_ns[~gpu]).all()
