@@ -156,3 +156,19 @@ def test_a_converted_et_predicts_the_same_changed_run(baselines, tmp_path):
     via_kineto = [s["predicted_ns"] for s in simulate(scale_by_name(from_kineto, scale)[0]).steps()]
     assert via_et == via_kineto
     assert not from_et.diagnostics.count("chakra_deps_edited")
+
+
+RECORDERS = ("no_flows", "no_stream_args", "reordered", "gpu_lags_20ms", "gpu_leads_20ms")
+
+
+@pytest.mark.parametrize("recorder", RECORDERS)
+@pytest.mark.parametrize("scenario", ["mixed", "nccl_critical_path", "item_syncs"])
+def test_a_run_recorded_differently_predicts_the_same(scenario, recorder, tmp_path):
+    """The baseline rewritten as another recorder or clock would have written it
+    (``tests/perturb.py``) predicts the changed runs as well as the original does."""
+    from tests.perturb import perturb
+
+    path = write_trace(perturb(generate(scenario), recorder), tmp_path / "t.json.gz")
+    for change in ("kernels_x0.5", "kernels_x2"):
+        errors = _errors(path, scenario, change)
+        assert max(abs(e) for e in errors) <= MAX_STEP_ERROR, (change, [f"{e:+.2%}" for e in errors])
