@@ -171,4 +171,7 @@ def test_a_run_recorded_differently_predicts_the_same(scenario, recorder, tmp_pa
     path = write_trace(perturb(generate(scenario), recorder), tmp_path / "t.json.gz")
     for change in ("kernels_x0.5", "kernels_x2"):
         errors = _errors(path, scenario, change)
-        assert max(abs(e) for e in errors) <= MAX_STEP_ERROR, (change, [f"{e:+.2%}" for e in errors])
+        assert max(abs(e) for e in errors) <= MAX_STEP_ERROR, (
+            change,
+            [f"{e:+.2%}" for e in errors],
+        )
