@@ -56,7 +56,6 @@ __all__ = ["Kernel", "borrow", "interpreted", "warm_in_background"]
 #: replay first needs them.
 MODULES = (
     "lumos.ingest.kineto_scan",
-    "lumos.sim._kernel",
     "lumos.report.metrics",
     "lumos.report.json_columns",
     "lumos.chakra.deps",
