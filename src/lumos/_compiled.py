@@ -20,7 +20,7 @@ __all__ = ["KERNEL_MODULES", "is_compiled", "python_twin", "status"]
 
 #: Every kernel module, as ``setup.py`` finds them (``tests/unit/test_compiled.py`` keeps the
 #: two lists equal).
-KERNEL_MODULES: tuple[str, ...] = ("lumos.sim._kernel",)
+KERNEL_MODULES: tuple[str, ...] = ("lumos._intern", "lumos.sim._kernel")
 
 
 def is_compiled(module: ModuleType) -> bool:

@@ -72,3 +72,29 @@ def test_the_simulator_source_replays_real_traces_alike(name, monkeypatch):
     g = build_graph(read_kineto(trace(name)))
     compiled = simulate(g)
     _same(_arrays(compiled), _arrays(_with_python_sim(g, monkeypatch)))
+
+
+def test_span_interning_source_gives_the_compiled_rows():
+    from lumos import _intern
+    from lumos._spans import new_table
+
+    rng = np.random.default_rng(3)
+    words = [bytes(rng.integers(97, 100, size=rng.integers(0, 4))) for _ in range(400)]
+    buf = np.frombuffer(b"".join(words), np.uint8)
+    twin = _compiled.python_twin("lumos._intern")
+    out = []
+    for module in (_intern, twin):
+        tab, rep, rep_hash = new_table(64)
+        rows, nrep, off = [], 0, 0
+        for w in words:
+            r = module.intern_span(buf, off, len(w), tab, rep, rep_hash, nrep)
+            nrep += r == nrep
+            rows.append(r)
+            off += len(w)
+        out.append((rows, nrep, tab.copy(), rep[:nrep].copy(), rep_hash[:nrep].copy()))
+    assert out[0][0] == out[1][0] and out[0][1] == out[1][1] == len(set(words))
+    for a, b in zip(out[0][2:], out[1][2:], strict=True):
+        np.testing.assert_array_equal(a, b)
+    # rows number the distinct words in order of first appearance
+    first = {}
+    assert out[0][0] == [first.setdefault(w, len(first)) for w in words]
