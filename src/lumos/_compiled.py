@@ -20,7 +20,14 @@ __all__ = ["KERNEL_MODULES", "is_compiled", "python_twin", "status"]
 
 #: Every kernel module, as ``setup.py`` finds them (``tests/unit/test_compiled.py`` keeps the
 #: two lists equal).
-KERNEL_MODULES: tuple[str, ...] = ("lumos._intern", "lumos.sim._kernel")
+KERNEL_MODULES: tuple[str, ...] = (
+    "lumos._intern",
+    "lumos.estimate._repeat",
+    "lumos.graph._order",
+    "lumos.link._lcs",
+    "lumos.report._kernels",
+    "lumos.sim._kernel",
+)
 
 
 def is_compiled(module: ModuleType) -> bool:

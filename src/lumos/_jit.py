@@ -54,14 +54,7 @@ __all__ = ["Kernel", "borrow", "interpreted", "warm_in_background"]
 
 #: The modules whose kernels the background warmer compiles (the replay path), in the order a
 #: replay first needs them.
-MODULES = (
-    "lumos.ingest.kineto_scan",
-    "lumos.report.metrics",
-    "lumos.report.json_columns",
-    "lumos.chakra.deps",
-    "lumos.graph.algorithms",
-    "lumos.chakra.timeline",
-)
+MODULES = ("lumos.ingest.kineto_scan",)
 
 _A = TypeVar("_A")
 _REGISTRY: list[Kernel] = []

@@ -31,8 +31,6 @@ DISPATCHERS = (
     "lumos.chakra._wire:encode_nodes",
     "lumos.chakra._wire_attr:decode_attr_values",
     "lumos.chakra.mapping_encode:_encode",
-    "lumos.estimate.layers:_best_repeat",
-    "lumos.link.align:_lcs_kernel",
 )
 
 

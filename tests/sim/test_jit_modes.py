@@ -180,12 +180,6 @@ def test_kernel_module_list_is_the_registry() -> None:
     assert names == {
         "lumos.ingest.kineto_scan._scan_chunk",
         "lumos._spans.rehash",
-        "lumos.report.metrics._walk_path",
-        "lumos.report.json_columns._format_rows",
-        "lumos.chakra.deps._successor_csr",
-        "lumos.graph.algorithms._kahn_fifo",
-        "lumos.chakra.deps._longest_path",
-        "lumos.chakra.timeline._list_schedule",
     }
 
 

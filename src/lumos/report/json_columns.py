@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
-from lumos._jit import INT64, Kernel, array
+from lumos.report._kernels import format_rows as _format_rows
 
 __all__ = [
     "Field", "Table", "format_rows", "int_field", "join_rows", "string_table", "us_field",
@@ -149,85 +148,7 @@ def join_rows(pieces: Sequence[Piece], n: int) -> bytes:
     return np.concatenate(sources)[idx].tobytes()
 
 
-@numba.njit(cache=True, nogil=True)
-def _digits_into(out, pos, mag, scratch):  # pragma: no cover - compiled
-    k = 0
-    while True:
-        q = mag // 10
-        scratch[k] = 48 + (mag - q * 10)
-        k += 1
-        mag = q
-        if mag == 0:
-            break
-    for j in range(k):
-        out[pos + j] = scratch[k - 1 - j]
-    return pos + k
-
-
-@numba.njit(cache=True, nogil=True)
-def _format_rows(consts, const_off, kinds, values, n, strings, str_off, out):  # pragma: no cover
-    scratch = np.empty(24, dtype=np.uint8)
-    nf = len(kinds)
-    pos = 0
-    for i in range(n):
-        for k in range(nf + 1):
-            for c in range(const_off[k], const_off[k + 1]):
-                out[pos] = consts[c]
-                pos += 1
-            if k == nf:
-                break
-            v = values[k * n + i]
-            kind = kinds[k]
-            if kind == 2:  # an entry of the string table
-                for c in range(str_off[v], str_off[v + 1]):
-                    out[pos] = strings[c]
-                    pos += 1
-                continue
-            if v < 0:
-                out[pos] = 45
-                pos += 1
-            if kind == 0:  # an integer; int64 min: its magnitude 2**63 as 2**63 - 1 plus one
-                if v == -9223372036854775807 - 1:
-                    pos = _digits_into(out, pos, 922337203685477580, scratch)
-                    out[pos] = 56
-                    pos += 1
-                else:
-                    pos = _digits_into(out, pos, abs(v), scratch)
-                continue
-            mag = abs(v) if v > -9223372036854775807 - 1 else 9223372036854775807
-            if mag < 9007199254740992:  # 2**53: the exact decimal ns / 1000
-                whole = mag // 1000
-                frac = (mag - whole * 1000) * 1000000
-            else:  # the float ns / 1000.0 written out exactly (a multiple of 2**-9)
-                scaled = int(abs(float(v) / 1000.0) * 512.0)
-                whole = scaled >> 9
-                frac = (scaled & 511) * 1953125
-            pos = _digits_into(out, pos, whole, scratch)
-            out[pos] = 46
-            pos += 1
-            div = 100000000
-            while True:
-                d = frac // div
-                out[pos] = 48 + d
-                pos += 1
-                frac -= d * div
-                div //= 10
-                if frac == 0 or div == 0:
-                    break
-    return pos
-
-
-_U8, _I64 = array(np.uint8), array(np.int64)
-_rows = Kernel(
-    _format_rows,
-    (_U8, _I64, _I64, _I64, INT64, _U8, _I64, array(np.uint8, writes=True)),
-    max_interpreted=0,
-)
-#: Rows a process formats with numpy while the compiled code is not ready (no compile wait for
-#: a first run on a mid-sized trace); each call's rows are formatted ``_BLOCK`` at a time.
-NUMPY_ROWS = 1_000_000
 _BLOCK = 1 << 16
-_numpy_rows = 0
 INT, US, STRING = 0, 1, 2
 _WIDTH = {INT: 20, US: 30}
 
@@ -238,9 +159,8 @@ def format_rows(
     """Rows ``consts[0] field[0] consts[1] ... field[-1] consts[-1]``, one after another.
 
     Each field is ``(kind, values)``: :data:`INT` (``str(int)``), :data:`US` (microseconds of
-    int64 ns, see :func:`us_field`) or :data:`STRING` (``strings[value]``). Compiled code
-    (:mod:`lumos._jit`) when it is ready or this process has formatted :data:`NUMPY_ROWS` rows
-    already; numpy (:func:`join_rows`, the same bytes) otherwise."""
+    int64 ns, see :func:`us_field`) or :data:`STRING` (``strings[value]``): compiled
+    (:mod:`lumos.report._kernels`), the same bytes :func:`join_rows` gives."""
     if len(consts) != len(fields) + 1:
         raise ValueError("format_rows: one more constant than fields")
     cols = [np.asarray(v, dtype=np.int64) for _, v in fields]
@@ -256,10 +176,6 @@ def format_rows(
             )
             for lo in range(0, n, _BLOCK)
         )
-    global _numpy_rows
-    if _numpy_rows + n <= NUMPY_ROWS and not _rows.ready():
-        _numpy_rows += n
-        return join_rows(_pieces(consts, fields, cols, strings), n)
     lengths = np.fromiter((len(t) for t in strings), np.int64, len(strings))
     str_off = np.zeros(len(strings) + 1, np.int64)
     np.cumsum(lengths, out=str_off[1:])
@@ -273,7 +189,7 @@ def format_rows(
     values = np.concatenate(cols)
     flat_consts = np.frombuffer(b"".join(consts), np.uint8)
     flat_strings = np.frombuffer(b"".join(strings) or b" ", np.uint8)
-    end = _rows(flat_consts, const_off, kinds, values, n, flat_strings, str_off, out, work=n)
+    end = _format_rows(flat_consts, const_off, kinds, values, n, flat_strings, str_off, out)
     return out[:end].tobytes()
 
 
