@@ -170,3 +170,25 @@ def test_printing_a_linked_trace_gives_one_short_line():
     assert repr(linked) == (
         "LinkedTrace(rank 0: 36 of 36 ET ops linked (100.0 %), 4 of 4 GPU activities on a node)"
     )
+
+
+def test_top_level_help_lists_every_verb_with_its_own_help_without_importing_it():
+    """``lumos --help`` and ``--version`` import no verb module; the help line each verb shows
+    there is the one its own module registers."""
+    import argparse
+    import subprocess
+    import sys
+
+    from lumos.cli.main import VERB_HELP, build_parser
+
+    full = build_parser()
+    sub = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    assert {a.dest: a.help for a in sub._choices_actions} == VERB_HELP
+    code = (
+        "import sys\nfrom lumos.cli.main import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('lumos.cli.') or m in "
+        "('numpy', 'numba', 'rich', 'msgspec', 'lumos.graph', 'lumos.sim')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "['lumos.cli.main']"
