@@ -19,8 +19,12 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - no Cython here: the same source runs as Python
     from lumos import _cyshim as cython
 
-_FNV_OFFSET: cython.ulonglong = 14695981039346656037
-_FNV_PRIME: cython.ulonglong = 1099511628211
+# C globals, declared: a module with a .pxd (_intern.pxd) ignores annotations of its globals, and
+# annotated ones were Python objects (a dictionary look-up and a Python multiply per byte hashed)
+_FNV_OFFSET = cython.declare(cython.ulonglong, 14695981039346656037)
+_FNV_PRIME = cython.declare(cython.ulonglong, 1099511628211)
+# (a literal mask would be a Python integer: it does not fit a C long long)
+_MASK64 = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
 
 
 @cython.ccall
@@ -33,7 +37,7 @@ def fnv(
     k: cython.Py_ssize_t
     for k in range(off, off + ln):
         # (the mask is C's own 64-bit wrap, spelled out for the source run as Python)
-        h = ((h ^ cython.cast(cython.ulonglong, buf[k])) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ cython.cast(cython.ulonglong, buf[k])) * _FNV_PRIME) & _MASK64
     return h
 
 
