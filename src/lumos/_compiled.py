@@ -24,6 +24,8 @@ KERNEL_MODULES: tuple[str, ...] = (
     "lumos._intern",
     "lumos.estimate._repeat",
     "lumos.graph._order",
+    "lumos.ingest.json_scan",
+    "lumos.ingest.kineto_scan",
     "lumos.link._lcs",
     "lumos.report._kernels",
     "lumos.sim._kernel",
