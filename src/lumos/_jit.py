@@ -54,7 +54,7 @@ __all__ = ["Kernel", "borrow", "interpreted", "warm_in_background"]
 
 #: The modules whose kernels the background warmer compiles (the replay path), in the order a
 #: replay first needs them.
-MODULES = ("lumos.ingest.kineto_scan",)
+MODULES = ("lumos._spans",)  # the last numba kernel of the replay path: the span rehash
 
 _A = TypeVar("_A")
 _REGISTRY: list[Kernel] = []
