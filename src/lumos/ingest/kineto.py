@@ -46,10 +46,11 @@ _LIST_DECODER = msgspec.json.Decoder(list[RawEvent])
 #: Events scanned per chunk: bounds the memory of scanned rows on multi-GB traces.
 CHUNK_EVENTS = 65_536
 #: Payloads this big or bigger are read by the compiled scan, a chunk of events at a time;
-#: smaller ones are decoded whole by the typed decoders, which are faster there (real traces of
-#: seven kinds cut to their first events, scan over whole decode: 0.7-1.9x at 128 KiB, 1.1-2.2x
-#: at 1 MiB on six of them; the seventh, a 2021 trace whose thread ids are strings, folds those
-#: events one by one and stays 0.7-0.8x up to 4 MiB, 1.25x whole at 35 MB) ...
+#: smaller ones are decoded whole by the typed decoders, which are as fast or faster there.
+#: Measured on seven kinds of real trace cut to their first events (time of the whole decode
+#: over the scan's): 0.6-2.3x at 128 KiB, 1.1-2.9x at 1 MiB on six of them; the seventh, a 2021
+#: trace whose thread ids are strings (the fold reads those events one by one), 0.5-0.85x up to
+#: 4 MiB and 1.25x whole (35 MB) ...
 COMPILED_SCAN_MIN_BYTES = 1 << 20
 #: ... and this big or bigger they always are (bounded memory), whatever the thresholds above:
 #: one the scan refuses is then validated in constant memory before it is decoded whole.
