@@ -15,6 +15,7 @@ import numba
 import numpy as np
 from numba import njit
 
+from lumos import _intern
 from lumos._jit import Kernel, array
 
 __all__ = ["fnv", "grow_table", "intern_span", "new_table", "rehash"]
@@ -35,7 +36,7 @@ def grow_table(table: Table, used: int, cap: int | None = None) -> Table:
     tab2, rep2, hash2 = new_table(cap if cap is not None else 2 * rep.shape[0])
     rep2[:used] = rep[:used]
     hash2[:used] = rep_hash[:used]
-    _rehash(tab2, hash2, used, work=used + 1)  # work > 0: compiled, never interpreted
+    _intern.rehash(tab2, hash2, used)  # compiled at install: no numba compile on a first run
     return tab2, rep2, hash2
 
 
