@@ -1,15 +1,20 @@
 # cython: boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 # mypy: disable-error-code="valid-type"
-"""JSON primitives for compiled scanners: whitespace, strings, numbers, skipping any value.
+"""JSON primitives for compiled scanners: whitespace, strings, numbers, object members, skipping
+any value.
 
 Each takes the payload as a ``uint8`` array, a position and the end, and returns the position
-after what it read, ``-1`` when the text there is not valid JSON. They validate what they skip
+after what it read (:func:`member`: where the member's value starts), ``-1`` when the text there
+is not valid JSON. They validate what they skip
 as strictly as a JSON decoder would (string escapes and control characters, number grammar,
 literals, nesting), so that a scanner built on them never accepts a document that the typed
 decoders refuse.
 
 Compiled (Cython, pure-Python mode: ``setup.py``); :mod:`lumos.ingest.kineto_scan` calls them in
 C (``json_scan.pxd`` declares them), and its Python source imports them when it runs uncompiled.
+A call from another module copies the payload's memoryview (about 200 bytes), so a scanner
+walks an object with :func:`member` and :func:`after_member` (one call each per member) rather
+than with the finer primitives.
 """
 
 from __future__ import annotations
