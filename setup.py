@@ -10,6 +10,7 @@ without Cython or a compiler, keeps the Python source, which gives the same resu
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -30,12 +31,23 @@ def kernel_sources() -> list[tuple[str, str]]:
 
 
 def extensions() -> list[Extension]:
+    """One optional extension per kernel module (a C compile that fails leaves the ``.py``
+    source); a module Cython cannot translate is left out the same way, said on stderr."""
     try:
         from Cython.Build import cythonize
     except ImportError:  # no Cython in the build environment: the kernels run as Python
         return []
-    modules = [Extension(name, [path], optional=True) for name, path in kernel_sources()]
-    return cythonize(modules, compiler_directives={"language_level": 3}, quiet=True)
+    out: list[Extension] = []
+    for name, path in kernel_sources():
+        try:
+            out += cythonize(
+                [Extension(name, [path], optional=True)],
+                compiler_directives={"language_level": 3},
+                quiet=True,
+            )
+        except Exception as exc:  # any failure: the module runs as Python
+            print(f"lumos: {name} is not compiled ({exc}); it runs as Python", file=sys.stderr)
+    return out
 
 
 setup(ext_modules=extensions())
