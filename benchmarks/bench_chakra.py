@@ -19,13 +19,6 @@ loop itself over views already made, the Python ints of every id, dep and durati
 ``--repeat``) and the largest ratio that floor leaves, and the time and ratio of the same fields
 read as columns (``ChakraTrace`` arrays, a name per node and attribute gathered).
 
-``--python-decoder`` instead times what a first command's read costs where numba's cache lacks the
-compiled decoder (``lumos.chakra._wire_py``, scan + decode, best of ``--repeat``) against the
-compiled decoder, on upstream's ``chakra.0.et`` and on the ``.et`` that ``lumos convert`` writes
-for gpu_bound_v100 cut to its records within ``_wire_py.MAX_BYTES`` (the largest input decoded
-in Python), and the compile it avoids: a first ``read_chakra`` of ``chakra.0.et`` in a fresh
-process with an empty ``NUMBA_CACHE_DIR``, against the same read with the cache filled.
-
 ``--delay-table`` instead prints, for the real replay traces (read in place from the realdata
 folder, ``LUMOS_REALDATA`` or ``../shared/realdata``; see ``tests/REALDATA.md``), the makespan of a
 consumer that honours only ``data_deps`` + ``duration_micros`` (unlimited concurrency, like
@@ -36,7 +29,6 @@ next to lumos's replay span.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import tempfile
 import time
@@ -44,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lumos.chakra import NodeType, _wire_py, attr, read_chakra, write_chakra
+from lumos.chakra import NodeType, attr, read_chakra, write_chakra
 from lumos.chakra.attrs import encode_attr
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace
 
@@ -213,7 +205,7 @@ def realistic(repeat: int) -> None:
         )  # fmt: skip
         files = [("df_index_resolver, lumos convert", next(Path(d).glob("dfi.*.et"))),
                  ("chakra.0.et, upstream", realdata_or_exit("chakra/tests/data/chakra.0.et"))]  # fmt: skip
-        _ours_fields(files[1][1])  # compile or load the kernels once
+        _ours_fields(files[1][1])  # the first read of the process, not timed
         for label, path in files:
             t0 = time.perf_counter()
             _upstream_fields(path)
@@ -293,74 +285,10 @@ def _every_realdata_et(repeat: int) -> None:
           f"read_chakra is {ratio:.2f}x")  # fmt: skip
 
 
-def _decode(buf: np.ndarray, python: bool) -> list[np.ndarray]:
-    from lumos.chakra import _wire, _wire_py, io, io_nodes
-    from lumos.chakra.attrs import read_varint
-
-    err, empty = np.zeros(7, np.int64), np.zeros(0, np.int64)
-    scan = _wire_py.scan_records if python else _wire.scan_records
-    n = scan(buf, 0, buf.size, io.RECORD_DEFAULT, False, empty, empty, err)
-    meta_len, pos = read_varint(buf[:10].tobytes(), 0)
-    return io_nodes.decode_node_records(Path("x.et"), buf, pos + meta_len, n - 1, err, python)
-
-
-def _first_read_s(path: Path, cache: str) -> float:
-    import subprocess
-    import sys
-
-    code = ("import sys, time\nfrom lumos.chakra import _wire_py, read_chakra\n"
-            "t = time.perf_counter()\nwith _wire_py.compiled():\n    read_chakra(sys.argv[1])\n"
-            "print(time.perf_counter() - t)")  # fmt: skip
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-    out = subprocess.run([sys.executable, "-c", code, str(path)], env=env, check=True,
-                         capture_output=True, text=True)  # fmt: skip
-    return float(out.stdout)
-
-
-def python_decoder(repeat: int) -> None:
-    import subprocess
-    import sys
-
-    from _realdata import trace_or_exit
-    from lumos.chakra import _wire_py, io
-    from lumos.chakra.attrs import read_varint
-
-    chakra0 = trace_or_exit("chakra_pytorch_converted")
-    with tempfile.TemporaryDirectory() as d:
-        subprocess.run(
-            [sys.executable, "-m", "lumos", "convert", str(trace_or_exit("gpu_bound_v100")),
-             "-o", f"{d}/v100"], check=True, capture_output=True,
-        )  # fmt: skip
-        raw = next(Path(d).glob("v100.*.et")).read_bytes()
-        end = pos = 0
-        while pos < len(raw):  # whole records only
-            n, pos = read_varint(raw, pos)
-            if pos + n > _wire_py.MAX_BYTES:
-                break
-            end = pos = pos + n
-        cut = Path(d) / "v100_cut.0.et"
-        cut.write_bytes(raw[:end])
-        files = [("chakra.0.et, upstream", chakra0),
-                 (f"gpu_bound_v100, lumos convert, cut to {end / 2**20:.2f} MiB", cut)]  # fmt: skip
-        for label, path in files:
-            buf = io._load(path)
-            cols = _decode(buf, False)  # compiled (or loaded) before timing
-            py = best(lambda buf=buf: _decode(buf, True), repeat)
-            compiled = best(lambda buf=buf: _decode(buf, False), repeat)
-            print(f"{label} ({buf.size / 1e6:.2f} MB, {cols[0].size:,} nodes, "
-                  f"{cols[14].size:,} attributes, {cols[12].size:,} data deps): Python decoder "
-                  f"{py:.3f} s, compiled {compiled:.4f} s")  # fmt: skip
-        cold = _first_read_s(chakra0, f"{d}/cache")
-        warm = _first_read_s(chakra0, f"{d}/cache")
-        print(f"first read_chakra of chakra.0.et in a fresh process, compiled decoder: "
-              f"{cold:.2f} s with an empty NUMBA_CACHE_DIR (the compile), {warm:.2f} s cached")  # fmt: skip
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--delay-table", action="store_true")
     ap.add_argument("--realistic", action="store_true")
-    ap.add_argument("--python-decoder", action="store_true")
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--upstream-nodes", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
@@ -368,16 +296,10 @@ def main() -> None:
     if args.delay_table:
         delay_table()
         return
-    if args.python_decoder:
-        python_decoder(args.repeat)
-        return
     if args.realistic:
-        with _wire_py.compiled():  # the compiled reader, even for small files and a cold cache
-            realistic(args.repeat)
+        realistic(args.repeat)
         return
     trace = synthetic(args.nodes)
-    with _wire_py.compiled():  # compile (a small file would otherwise decode in Python)
-        read_chakra(write_chakra(synthetic(100), Path(tempfile.mkdtemp()) / "warm.et")[0])
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "bench.0.et"
         t_write = best(lambda: write_chakra(trace, path), args.repeat)

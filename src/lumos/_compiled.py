@@ -20,7 +20,13 @@ __all__ = ["KERNEL_MODULES", "is_compiled", "python_twin", "status"]
 
 #: Every kernel module, as ``setup.py`` finds them (``tests/unit/test_compiled.py`` keeps the
 #: two lists equal).
-KERNEL_MODULES: tuple[str, ...] = ("lumos._intern", "lumos.sim._kernel")
+KERNEL_MODULES: tuple[str, ...] = (
+    "lumos._intern",
+    "lumos.chakra._encode_attrs",
+    "lumos.chakra._wire",
+    "lumos.chakra._wire_attr",
+    "lumos.sim._kernel",
+)
 
 
 def is_compiled(module: ModuleType) -> bool:

@@ -9,6 +9,7 @@ memoryview annotations like ``cython.const[cython.longlong][::1]``), ``compiled 
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ __all__ = [
     "bint",
     "boundscheck",
     "cast",
+    "ccall",
     "cdivision",
     "cfunc",
     "compiled",
@@ -26,11 +28,13 @@ __all__ = [
     "exceptval",
     "initializedcheck",
     "inline",
+    "int",
     "locals",
     "longlong",
     "schar",
     "uchar",
     "ulonglong",
+    "void",
     "wraparound",
 ]
 
@@ -65,6 +69,8 @@ uchar = _Type("uchar", int)
 Py_ssize_t = _Type("Py_ssize_t", int)
 bint = _Type("bint", bool)
 double = _Type("double", float)
+int = _Type("int", builtins.int)  # C's int (the name shadows the builtin here)
+void = _Type("void", lambda value: None)
 
 
 class _Const:
@@ -84,6 +90,7 @@ def _directive(*_: Any, **__: Any) -> Callable[[F], F]:
 
 
 cfunc = _identity
+ccall = _identity
 inline = _identity
 boundscheck = _directive
 wraparound = _directive
