@@ -15,9 +15,12 @@ reader, interleaved in one run (``--repeat`` rounds of at least 0.5 s a side, me
 writes for ``df_index_resolver`` (converted into a temporary folder first) and upstream's own
 ``chakra/tests/data/chakra.0.et``. Prints each side's wall time and the ratio, then the floor
 that no reader handing out a Python object per node can go below (reading the file, the access
-loop itself over views already made, the Python ints of every id, dep and duration; best of
+loop itself over objects whose fields are Python values already, the Python ints of every id,
+dep and duration; best of
 ``--repeat``) and the largest ratio that floor leaves, and the time and ratio of the same fields
-read as columns (``ChakraTrace`` arrays, a name per node and attribute gathered).
+read as columns (``ChakraTrace`` arrays, a name per node and attribute gathered). Then the same
+three reads of each file, each in a fresh process, timed after the imports (issue #30's
+measure: what a one-shot script pays), interleaved, ``--repeat`` rounds, medians.
 
 ``--delay-table`` instead prints, for the real replay traces (read in place from the realdata
 folder, ``LUMOS_REALDATA`` or ``../shared/realdata``; see ``tests/REALDATA.md``), the makespan of a
@@ -229,19 +232,27 @@ def realistic(repeat: int) -> None:
             cols = best(lambda p=path: _ours_columns(p), repeat)
             print(f"  the same fields as columns (ChakraTrace arrays, names gathered): "
                   f"{cols * 1e3:.1f} ms, {statistics.median(up) / cols:.1f}x mlc-chakra")  # fmt: skip
+            _fresh(path, repeat)
         _every_realdata_et(repeat)
 
 
 def _floor(path: Path, upstream_s: float, repeat: int) -> None:
     """What any reader that hands out a Python object per node pays on ``path`` whatever its
     design, printed beside mlc-chakra's time: reading the file, the benchmark's own access
-    loop over views already made (``list()`` of the deps, the attribute-name list, ...), and
-    making the Python ints of every id, dep and duration (mlc-chakra pays the last two too)."""
+    loop over objects whose fields are Python values already (plain named tuples: ``list()``
+    of the deps, the attribute-name list, ...; lumos's views read their fields on access, so
+    a loop over them would count their own cost), and making the Python ints of every id, dep
+    and duration (mlc-chakra pays the last two too)."""
+    from collections import namedtuple
+
     trace = read_chakra(path)
-    views = list(trace.iter_nodes())
+    plain = namedtuple("plain", "id name type data_deps ctrl_deps duration_micros attrs")
+    plain_attr = namedtuple("plain_attr", "name")
+    made = [plain(n.id, n.name, n.type, n.data_deps, n.ctrl_deps, n.duration_micros,
+                  tuple(plain_attr(a.name) for a in n.attrs)) for n in trace.iter_nodes()]  # fmt: skip
 
     def loop() -> None:
-        for n in views:
+        for n in made:
             _ = (n.id, n.name, n.type, list(n.data_deps), list(n.ctrl_deps), n.duration_micros,
                  [a.name for a in n.attrs])  # fmt: skip
 
@@ -252,7 +263,7 @@ def _floor(path: Path, upstream_s: float, repeat: int) -> None:
     read_s = best(lambda: read_chakra(path), repeat)
     loop_s, ints_s = best(loop, repeat), best(ints, repeat)
     floor = read_s + loop_s + ints_s
-    print(f"  floor: read {read_s * 1e3:.1f} ms + access loop over made views "
+    print(f"  floor: read {read_s * 1e3:.1f} ms + access loop over made objects "
           f"{loop_s * 1e3:.1f} ms + Python ints {ints_s * 1e3:.1f} ms = {floor * 1e3:.1f} ms; "
           f"at most {upstream_s / floor:.2f}x mlc-chakra with a view per node")  # fmt: skip
 
@@ -285,16 +296,53 @@ def _every_realdata_et(repeat: int) -> None:
           f"read_chakra is {ratio:.2f}x")  # fmt: skip
 
 
+_READERS = {"fields": _ours_fields, "columns": _ours_columns, "upstream": _upstream_fields}
+
+
+def _fresh(path: Path, repeat: int) -> None:
+    """Each reader of :data:`_READERS` on ``path`` in a process of its own (``--one``), timed
+    after its imports; ``repeat`` interleaved rounds, medians."""
+    import statistics
+    import subprocess
+    import sys
+
+    times: dict[str, list[float]] = {k: [] for k in _READERS}
+    for _ in range(repeat):
+        for which in _READERS:
+            out = subprocess.run([sys.executable, __file__, "--one", which, str(path)],
+                                 check=True, capture_output=True, text=True)  # fmt: skip
+            times[which].append(float(out.stdout))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"  each in a fresh process, timed after the import (medians of {repeat}): "
+          f"read_chakra {med['fields']:.3f} s, columns {med['columns']:.3f} s, mlc-chakra "
+          f"{med['upstream']:.3f} s: {med['upstream'] / med['fields']:.2f}x per node, "
+          f"{med['upstream'] / med['columns']:.2f}x as columns")  # fmt: skip
+
+
+def _one(which: str, path: str) -> None:
+    """One read by ``which`` (its imports done first), its seconds printed."""
+    if which == "upstream":
+        from chakra.schema.protobuf import et_def_pb2  # noqa: F401
+        from chakra.src.third_party.utils.protolib import decodeMessage  # noqa: F401
+    t0 = time.perf_counter()
+    _READERS[which](Path(path))
+    print(time.perf_counter() - t0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--delay-table", action="store_true")
     ap.add_argument("--realistic", action="store_true")
+    ap.add_argument("--one", nargs=2, metavar=("READER", "FILE"), help=argparse.SUPPRESS)
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--upstream-nodes", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     if args.delay_table:
         delay_table()
+        return
+    if args.one:
+        _one(*args.one)
         return
     if args.realistic:
         realistic(args.repeat)

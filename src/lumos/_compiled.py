@@ -25,6 +25,7 @@ KERNEL_MODULES: tuple[str, ...] = (
     "lumos.chakra._encode_attrs",
     "lumos.chakra._wire",
     "lumos.chakra._wire_attr",
+    "lumos.chakra.view",
     "lumos.sim._kernel",
 )
 

@@ -19,6 +19,7 @@ __all__ = [
     "boundscheck",
     "cast",
     "ccall",
+    "cclass",
     "cdivision",
     "cfunc",
     "compiled",
@@ -26,11 +27,14 @@ __all__ = [
     "declare",
     "double",
     "exceptval",
+    "final",
+    "freelist",
     "initializedcheck",
     "inline",
     "int",
     "locals",
     "longlong",
+    "no_gc",
     "schar",
     "uchar",
     "ulonglong",
@@ -91,6 +95,9 @@ def _directive(*_: Any, **__: Any) -> Callable[[F], F]:
 
 cfunc = _identity
 ccall = _identity
+cclass = _identity
+final = _identity
+no_gc = _identity
 inline = _identity
 boundscheck = _directive
 wraparound = _directive
@@ -98,6 +105,7 @@ cdivision = _directive
 initializedcheck = _directive
 exceptval = _directive
 locals = _directive
+freelist = _directive
 
 
 def declare(_: Any, value: Any = None) -> Any:

@@ -3,15 +3,17 @@
 The kernels are one source each, compiled by ``pip install`` (``lumos._compiled``): the framing
 scan and the node decoder (``lumos.chakra._wire``), the attribute value decoder
 (``_wire_attr``), the record encoder (``_wire.encode_nodes``), the attribute encoder of
-``to_chakra`` (``_encode_attrs``). Here each runs compiled and from its ``.py`` source
-(:func:`lumos._compiled.python_twin`) on the same inputs: real ETs, files lumos writes,
-generated and mutated traces, hand-made malformed buffers and attribute bodies. They must agree
-on every array (dtype, shape and bytes, so NaN payloads and -0.0 count) or on the
-:class:`~lumos.errors.ChakraFormatError` message, and write the same bytes.
+``to_chakra`` (``_encode_attrs``) and the node and attribute views (``view``). Here each runs
+compiled and from its ``.py`` source (:func:`lumos._compiled.python_twin`) on the same inputs:
+real ETs, files lumos writes, generated and mutated traces, hand-made malformed buffers and
+attribute bodies. They must agree on every array (dtype, shape and bytes, so NaN payloads and
+-0.0 count) or on the :class:`~lumos.errors.ChakraFormatError` message, write the same bytes,
+and hand out views with the same fields (Python ints, not NumPy scalars).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import subprocess
 import sys
@@ -591,6 +593,66 @@ def test_attribute_columns_at_the_varint_edges():
 @given(kwargs=column_traces())
 def test_generated_attribute_columns_encode_the_same(kwargs):
     _build_both(kwargs)
+
+
+# ---- node and attribute views ---------------------------------------------------------------
+def _fields(v: Any) -> str:
+    """Every field of a node view and its attribute views, types included, as text (NaN equals
+    NaN, -0.0 differs from 0.0, a NumPy scalar from an int)."""
+    attrs = [(a.name, a.kind, a.value, a.doc_string, a.row, repr(a), str(a)) for a in v.attrs]
+    looked_up = [v.attr(a.name) for a in v.attrs] + [v.attr("no such attribute", 7)]
+    values = (v.id, v.name, v.type, v.ctrl_deps, v.data_deps, v.start_time_micros,
+              v.duration_micros, v.row, v.inputs, v.outputs, v.unknown, attrs, looked_up)  # fmt: skip
+    types = [type(x).__name__ for x in values[:8]]
+    return repr((values, types, repr(v)))
+
+
+def _same_views(t: ChakraTrace) -> int:
+    """The views of every node of ``t``, compiled and from the Python source, field by field;
+    their number."""
+    view = twin("view")
+    python_t = dataclasses.replace(t)  # its own cached columns: the Python source's type
+    python_t.__dict__["view_columns"] = view.ViewColumns(python_t)
+    n = 0
+    for a, b in zip(t.iter_nodes(), view.node_views(python_t, 0, t.num_nodes), strict=True):
+        assert _fields(a) == _fields(b)
+        n += 1
+    assert n == t.num_nodes
+    return n
+
+
+def test_views_of_every_real_et_are_the_same(realdata_dir):
+    assert sum(_same_views(read_chakra(f)) for f in _real_ets(realdata_dir)) > 4000
+
+
+def test_views_of_every_attribute_kind_and_field_are_the_same(tmp_path):
+    t = _built([
+        {"id": 2**64 - 1, "name": "n", "type": NodeType.COMP_NODE, "attrs": EVERY_KIND,
+         "ctrl_deps": [0, 2**63], "data_deps": [2**64 - 1, 1], "start_time_micros": 1,
+         "duration_micros": MAX_MICROS, "inputs": IOInfo("[1]", "[[2]]", "t"),
+         "outputs": IOInfo(), "unknown": b"\x9d\x06\x01\x02\x03\x04"},
+        {"id": 0, "name": "", "type": 0},
+        {"id": 1, "name": "é", "type": -128, "attrs": EVERY_KIND[::-1]},
+        {"id": 2, "name": "x", "type": 99},
+    ])  # fmt: skip
+    assert _same_views(t) == 4
+    assert _same_views(read_chakra(write_chakra(t, tmp_path / "v.et")[0])) == 4
+    node = next(iter(t.iter_nodes()))
+    assert type(node.id) is int and node.id == 2**64 - 1 and node.data_deps == (2**64 - 1, 1)
+    assert [v.type for v in t.iter_nodes()][2:] == [-128, 99]
+
+
+def test_views_of_a_converted_trace_are_the_same(tmp_path):
+    from lumos.chakra.mapping import to_chakra
+
+    et = to_chakra(_example_graph(), delay_nodes=True)
+    assert _same_views(read_chakra(write_chakra(et, tmp_path / "ex.0.et")[0])) == et.num_nodes
+
+
+@settings(max_examples=100, deadline=None)
+@given(nodes=NODES)
+def test_views_of_generated_traces_are_the_same(nodes):
+    _same_views(_built(nodes))
 
 
 # ---- no numba on the Chakra path ------------------------------------------------------------
