@@ -22,6 +22,10 @@ __all__ = ["KERNEL_MODULES", "is_compiled", "python_twin", "status"]
 #: two lists equal).
 KERNEL_MODULES: tuple[str, ...] = (
     "lumos._intern",
+    "lumos.chakra._encode_attrs",
+    "lumos.chakra._wire",
+    "lumos.chakra._wire_attr",
+    "lumos.chakra.view",
     "lumos.estimate._repeat",
     "lumos.graph._order",
     "lumos.ingest.json_scan",

@@ -19,6 +19,7 @@ __all__ = [
     "boundscheck",
     "cast",
     "ccall",
+    "cclass",
     "cdivision",
     "cfunc",
     "compiled",
@@ -26,14 +27,18 @@ __all__ = [
     "declare",
     "double",
     "exceptval",
+    "final",
+    "freelist",
     "initializedcheck",
     "inline",
     "int",
     "locals",
     "longlong",
+    "no_gc",
     "schar",
     "uchar",
     "ulonglong",
+    "void",
     "wraparound",
 ]
 
@@ -68,7 +73,8 @@ uchar = _Type("uchar", int)
 Py_ssize_t = _Type("Py_ssize_t", int)
 bint = _Type("bint", bool)
 double = _Type("double", float)
-int = _Type("int", builtins.int)
+int = _Type("int", builtins.int)  # C's int (the name shadows the builtin here)
+void = _Type("void", lambda value: None)
 
 
 class _Const:
@@ -89,6 +95,9 @@ def _directive(*_: Any, **__: Any) -> Callable[[F], F]:
 
 cfunc = _identity
 ccall = _identity
+cclass = _identity
+final = _identity
+no_gc = _identity
 inline = _identity
 boundscheck = _directive
 wraparound = _directive
@@ -96,6 +105,7 @@ cdivision = _directive
 initializedcheck = _directive
 exceptval = _directive
 locals = _directive
+freelist = _directive
 
 
 def declare(_: Any, value: Any = None) -> Any:

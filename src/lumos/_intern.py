@@ -1,10 +1,11 @@
 # cython: boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 # mypy: disable-error-code="valid-type"
-"""Interning of byte spans for compiled decoders (the kernels of :mod:`lumos._spans`).
+"""Interning of byte spans for compiled decoders: equal strings of a buffer get one row.
 
-A table is three arrays (:func:`lumos._spans.new_table`): ``tab`` (open-addressing slots holding
-row + 1, 0 when free; twice the rows), ``rep`` (per row, the offset and length of its first
-occurrence in the buffer) and ``rep_hash`` (per row, the FNV-1a hash of its bytes).
+A table is three arrays (:func:`new_table`, grown by :func:`grow_table`): ``tab``
+(open-addressing slots holding row + 1, 0 when free; twice the rows), ``rep`` (per row, the
+offset and length of its first occurrence in the buffer) and ``rep_hash`` (per row, the FNV-1a
+hash of its bytes).
 :func:`intern_span` looks a span up by its hash and confirms equal hashes byte by byte, so
 interning is exact even on a hash collision; the caller keeps the number of rows.
 
@@ -14,17 +15,37 @@ declares it), and their Python source imports it when it runs uncompiled.
 
 from __future__ import annotations
 
+import numpy as np
+
 try:
     import cython
 except ModuleNotFoundError:  # pragma: no cover - no Cython here: the same source runs as Python
     from lumos import _cyshim as cython
 
-# C globals, declared: a module with a .pxd (_intern.pxd) ignores annotations of its globals, and
-# annotated ones were Python objects (a dictionary look-up and a Python multiply per byte hashed)
+# C constants (a module-level annotation, ``_X: cython.ulonglong = ...``, is a Python global in
+# pure-Python mode, and so is an integer literal of 2**31 or more in an expression)
 _FNV_OFFSET = cython.declare(cython.ulonglong, 14695981039346656037)
 _FNV_PRIME = cython.declare(cython.ulonglong, 1099511628211)
-# (a literal mask would be a Python integer: it does not fit a C long long)
-_MASK64 = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
+_U64 = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
+
+Table = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def new_table(cap: int) -> Table:
+    """An empty table with room for ``cap`` rows: (slots, row spans (offset, length), row
+    hashes)."""
+    return np.zeros(2 * cap, np.int32), np.empty((cap, 2), np.int64), np.empty(cap, np.uint64)
+
+
+def grow_table(table: Table, used: int, cap: int | None = None) -> Table:
+    """``table`` (``used`` rows) moved into one with room for ``cap`` rows (default: twice as
+    many)."""
+    _, rep, rep_hash = table
+    tab2, rep2, hash2 = new_table(cap if cap is not None else 2 * rep.shape[0])
+    rep2[:used] = rep[:used]
+    hash2[:used] = rep_hash[:used]
+    rehash(tab2, hash2, used)
+    return tab2, rep2, hash2
 
 
 @cython.ccall
@@ -37,7 +58,7 @@ def fnv(
     k: cython.Py_ssize_t
     for k in range(off, off + ln):
         # (the mask is C's own 64-bit wrap, spelled out for the source run as Python)
-        h = ((h ^ cython.cast(cython.ulonglong, buf[k])) * _FNV_PRIME) & _MASK64
+        h = ((h ^ cython.cast(cython.ulonglong, buf[k])) * _FNV_PRIME) & _U64
     return h
 
 

@@ -26,11 +26,6 @@ __all__ = ["DISPATCHERS", "dispatchers", "warm_up"]
 
 #: The compiled functions :func:`warm_up` leaves in numba's cache, as ``module:name``.
 DISPATCHERS = (
-    "lumos.chakra._wire:scan_records",
-    "lumos.chakra._wire:decode_nodes",
-    "lumos.chakra._wire:encode_nodes",
-    "lumos.chakra._wire_attr:decode_attr_values",
-    "lumos.chakra.mapping_encode:_encode",
 )
 
 
@@ -46,7 +41,7 @@ def dispatchers() -> list[Any]:
 def warm_up() -> None:
     """Run the bundled example through every path that calls a function of
     :data:`DISPATCHERS` (compiling it into numba's cache when it is not there)."""
-    from lumos.chakra import NodeType, _wire_py, attr, read_chakra, write_chakra
+    from lumos.chakra import NodeType, attr, read_chakra, write_chakra
     from lumos.chakra.builder import ChakraTraceBuilder
     from lumos.chakra.mapping import from_chakra, to_chakra
     from lumos.chakra.trace import ChakraTrace
@@ -60,7 +55,7 @@ def warm_up() -> None:
     find_layers(graph)
     # linking a PyTorch ET to its Kineto trace aligns their op sequences (the example has no ET)
     align(np.array([1, 2, 3]), np.array([1, 4, 3]))  # 2 and 4 differ: the LCS kernel
-    with tempfile.TemporaryDirectory(prefix="lumos-warm-") as d, _wire_py.compiled():
+    with tempfile.TemporaryDirectory(prefix="lumos-warm-") as d:
         path = write_chakra(to_chakra(graph), Path(d) / "warm.0.et")[0]
         et = read_chakra(path)
         assert isinstance(et, ChakraTrace)  # one file, one trace

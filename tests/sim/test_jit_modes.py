@@ -158,8 +158,8 @@ def _ready_in(cache: Path) -> str:
 
 
 def test_warmer_fills_an_empty_cache(tmp_path: Path) -> None:
-    """Every kernel, and every compiled function outside kernels (the Chakra decoder and encoder,
-    the layer search: :mod:`lumos.warmup`), ends up in an empty cache."""
+    """Every kernel, and every compiled function outside kernels (the layer search, the op
+    alignment: :mod:`lumos.warmup`), ends up in an empty cache."""
     from lumos import warmup
 
     n = len(_jit.kernels()) + len(warmup.dispatchers())

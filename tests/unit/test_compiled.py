@@ -76,7 +76,7 @@ def test_the_simulator_source_replays_real_traces_alike(name, monkeypatch):
 
 def test_span_interning_source_gives_the_compiled_rows():
     from lumos import _intern
-    from lumos._spans import new_table
+    from lumos._intern import new_table
 
     rng = np.random.default_rng(3)
     words = [bytes(rng.integers(97, 100, size=rng.integers(0, 4))) for _ in range(400)]

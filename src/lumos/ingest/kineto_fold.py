@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from lumos._spans import Table, grow_table, new_table
+from lumos._intern import Table, grow_table, new_table
 from lumos.ingest.kineto_columns import ID_COLUMNS, Accumulator, meta_name, proc_int
 from lumos.ingest.kineto_scan import FLOAT_FIELDS, INT_FIELDS
 from lumos.ingest.kineto_schema import (
@@ -78,7 +78,7 @@ _NO_ARGS = _MetaArgs()
 
 class ScanState:
     """What the scan and the fold keep between chunks: the scan's string tables
-    (:func:`lumos._spans.new_table`, filled by :func:`lumos._intern.intern_span`) and their row
+    (:func:`lumos._intern.new_table`, filled by :func:`lumos._intern.intern_span`) and their row
     counts, and per string what lumos made of it (its text, interned id)."""
 
     def __init__(self) -> None:

@@ -396,7 +396,7 @@ def scan(
     the last one, status, done). ``done`` 1 when that separator is the array's ``]``.
 
     ``counts`` (``int64``) holds the three string tables' row counts (categories, names, shapes);
-    each table (:func:`lumos._spans.new_table`: ``int32`` slots, ``int64`` row spans, ``uint64``
+    each table (:func:`lumos._intern.new_table`: ``int32`` slots, ``int64`` row spans, ``uint64``
     row hashes) has room for ``max_events`` more rows."""
     end: cython.Py_ssize_t = buf.shape[0]
     status: cython.int = _OK
