@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from tests.realdata import realdata_root, skip_reason
-
-# no background compiler from the CLI verbs tests run (tests of the warmer set it themselves)
-os.environ.setdefault("LUMOS_JIT_BACKGROUND", "0")
 
 #: Test data lumos collected or wrote itself (each folder says how, in its PROVENANCE.md).
 #: Third-party traces are never copied here: they are read in place through tests/realdata.py.

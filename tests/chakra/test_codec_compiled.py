@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -653,23 +651,3 @@ def test_views_of_a_converted_trace_are_the_same(tmp_path):
 @given(nodes=NODES)
 def test_views_of_generated_traces_are_the_same(nodes):
     _same_views(_built(nodes))
-
-
-# ---- no numba on the Chakra path ------------------------------------------------------------
-def test_reading_and_writing_chakra_imports_no_numba(tmp_path):
-    """The codec is compiled ahead of time: reading an ET (nodes, views, attribute values) and
-    writing one load no JIT compiler."""
-    code = (
-        "import sys\n"
-        "from lumos.chakra import read_chakra, write_chakra, attr, NodeType\n"
-        "from lumos.chakra.builder import ChakraTraceBuilder\n"
-        "b = ChakraTraceBuilder(version='1.0.0')\n"
-        "b.add_node(1, 'n', NodeType.COMP_NODE, attrs=[attr('x', [1, 2]), attr('y', 0.5)])\n"
-        "t = read_chakra(write_chakra(b.build(), sys.argv[1])[0])\n"
-        "assert [(a.name, a.value) for n in t.iter_nodes() for a in n.attrs] == "
-        "[('x', [1, 2]), ('y', 0.5)]\n"
-        "assert 'numba' not in sys.modules, 'numba imported'\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "t.et")],
-                         capture_output=True, text=True)  # fmt: skip
-    assert out.returncode == 0, out.stderr

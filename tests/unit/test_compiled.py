@@ -189,3 +189,16 @@ def test_critical_path_walk_source_gives_the_compiled_path():
     k = a[4]
     assert k == b[4] > 10
     _same_out(tuple(x[:k] for x in a[:4]), tuple(x[:k] for x in b[:4]))
+
+
+def test_the_path_walk_reads_the_simulator_cause_kinds():
+    """``report._kernels`` keeps its own C copies of the simulator's cause kinds."""
+    from lumos.sim import _kernel
+
+    walk = _compiled.python_twin("lumos.report._kernels")
+    assert (walk._CAUSE_NONE, walk._CAUSE_EDGE, walk._CAUSE_COLLECTIVE) == (
+        _kernel.CAUSE_NONE,
+        _kernel.CAUSE_EDGE,
+        _kernel.CAUSE_COLLECTIVE,
+    )
+    assert np.iinfo(np.int64).min == walk._INT64_MIN

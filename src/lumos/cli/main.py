@@ -133,11 +133,6 @@ def _verbose_anywhere(parser: argparse.ArgumentParser) -> None:
                 _verbose_anywhere(child)
 
 
-#: Verbs (by module) after which no background compile starts: ``replay`` starts it itself, as
-#: it begins; ``comm`` and ``collect`` run no compiled code.
-_NO_WARMER = frozenset({"lumos.cli.replay", "lumos.cli.comm", "lumos.cli.collect"})
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code. Only the named verb's module is imported."""
     words = list(sys.argv[1:] if argv is None else argv)
@@ -154,13 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from lumos.parallel import check_dask
 
                 check_dask(args.dask)
-            code = int(args.func(args) or 0)
-            if args.func.__module__ not in _NO_WARMER:
-                # compile what is not cached yet in the background, once the command is done
-                from lumos._jit import warm_in_background
-
-                warm_in_background(input_bytes=0)
-            return code
+            return int(args.func(args) or 0)
     except _Terminated:
         print("lumos: terminated", file=sys.stderr)
         return 143

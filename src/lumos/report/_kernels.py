@@ -13,11 +13,12 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - no Cython here: the same source runs as Python
     from lumos import _cyshim as cython
 
-# lumos.sim._kernel's cause kinds (C constants for the loop)
-_CAUSE_NONE: cython.schar = 0
-_CAUSE_EDGE: cython.schar = 1
-_CAUSE_COLLECTIVE: cython.schar = 4
-_INT64_MIN: cython.longlong = -9223372036854775807 - 1
+# lumos.sim._kernel's cause kinds, as C constants for the loops (declared: an annotated module
+# global, ``_X: cython.schar = 0``, would stay a Python dictionary look-up)
+_CAUSE_NONE = cython.declare(cython.schar, 0)
+_CAUSE_EDGE = cython.declare(cython.schar, 1)
+_CAUSE_COLLECTIVE = cython.declare(cython.schar, 4)
+_INT64_MIN = cython.declare(cython.longlong, -9223372036854775807 - 1)
 
 
 def walk_path(

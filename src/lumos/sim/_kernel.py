@@ -40,9 +40,10 @@ LAUNCH = 2  # DepKind.LAUNCH
 #: A LAUNCH edge that only records submission (``simulate(..., launch_paces=False)``): the GPU
 #: task does not wait for it, but synchronizations still wait only for work submitted so far.
 SOFT_LAUNCH = 102
-# the same two as C constants for the loop (the names above are what Python code reads)
-_LAUNCH: cython.schar = 2
-_SOFT_LAUNCH: cython.schar = 102
+# the same two as C constants for the loop (the names above are what Python code reads; an
+# annotated module global, ``_X: cython.schar = 2``, would stay a Python dictionary look-up)
+_LAUNCH = cython.declare(cython.schar, LAUNCH)
+_SOFT_LAUNCH = cython.declare(cython.schar, SOFT_LAUNCH)
 
 
 @cython.cfunc
