@@ -109,3 +109,23 @@ def test_the_reproducing_command_gives_the_same_step(tmp_path):
     rep = json.loads((tmp_path / "r" / "replay.json").read_text())
     steps = [s["predicted_ns"] for s in rep["steps"]]  # one rank: its summary at the top
     assert sum(steps) / len(steps) == pytest.approx(opp["step_ns"], rel=0.001)
+
+
+def test_the_report_opens_with_the_verdict_when_advise_wrote_beside_the_replay(tmp_path):
+    out = tmp_path / "r"
+    assert main(["replay", str(GPU_BASE), "-o", str(out)]) == 0
+    assert main(["advise", str(GPU_BASE), "-o", str(out)]) == 0
+    assert main(["report", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    verdict_at = html.index('<section id="advice">')
+    assert "bound: compute" in html[verdict_at : verdict_at + 300]
+    assert verdict_at < html.index("<section", verdict_at + 10)  # the first section
+    assert "compute_kernels_2x" in html
+
+
+def test_a_foreign_advice_json_is_refused_naming_it(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["replay", str(GPU_BASE), "-o", str(out)]) == 0
+    (out / "advice.json").write_text('{"rows": []}')
+    assert main(["report", str(out)]) == 1
+    assert "advice.json: not an advice.json of lumos advise" in capsys.readouterr().err

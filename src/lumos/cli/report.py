@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
         result = read_replay(src)
         if estimate.is_file() and not result.get("what_if"):
             result["what_if"] = _read_json(estimate).get("rows", [])
+        advice = src.with_name("advice.json")
+        if advice.is_file():  # `lumos advise -o` into the replay folder: the report opens with it
+            result["advice"] = _read_advice(advice)
         for key, name in (("top_kernels", "kernels.csv"), ("top_ops", "ops.csv")):
             table = src.parent / "analysis" / name
             if table.is_file() and not result.get(key):
@@ -101,6 +104,20 @@ def _number(v: str) -> Any:
             return float(v)
         except ValueError:
             return v
+
+
+def _read_advice(path: Path) -> dict[str, Any]:
+    import json
+
+    from lumos.errors import InputError
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"not readable JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != "lumos.advice":
+        raise InputError(path, "not an advice.json of lumos advise (format lumos.advice)")
+    return doc
 
 
 def _read_json(path: Path) -> dict[str, Any]:
