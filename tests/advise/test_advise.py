@@ -129,3 +129,19 @@ def test_a_foreign_advice_json_is_refused_naming_it(tmp_path, capsys):
     (out / "advice.json").write_text('{"rows": []}')
     assert main(["report", str(out)]) == 1
     assert "advice.json: not an advice.json of lumos advise" in capsys.readouterr().err
+
+
+def test_report_takes_what_ifs_and_advice_from_any_folder(tmp_path, capsys):
+    rep, est, adv = tmp_path / "rep", tmp_path / "est", tmp_path / "adv"
+    assert main(["replay", str(GPU_BASE), "-o", str(rep)]) == 0
+    assert main(["estimate", str(GPU_BASE), "--set", "layers=8", "-o", str(est)]) == 0
+    assert main(["advise", str(GPU_BASE), "-o", str(adv)]) == 0
+    assert (
+        main(["report", str(rep), "--estimate", str(est), "--advice", str(adv / "advice.json")])
+        == 0
+    )
+    html = (rep / "report.html").read_text()
+    assert '<section id="advice">' in html and "layers=8" in html
+    capsys.readouterr()
+    assert main(["report", str(rep), "--estimate", str(tmp_path / "nowhere")]) == 1
+    assert "nowhere: no such file (expected estimate.json" in capsys.readouterr().err

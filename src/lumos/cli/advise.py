@@ -6,6 +6,7 @@ import argparse
 
 from lumos.cli._args import add_parallel_args
 from lumos.cli._progress import progress_bar
+from lumos.cost.topology import PRESETS
 from lumos.ingest.detect import expand_paths
 from lumos.replay import build_workload
 
@@ -32,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", required=True, metavar="DIR",
                    help="output directory: advice.json and advice.md")  # fmt: skip
     p.add_argument("--topology", default=None, metavar="NAME|FILE",
-                   help="network for the dp what-if (dgx-a100, dgx-h100, pcie-8gpu or a TOML "
-                   "file); without it dp is not tried")  # fmt: skip
+                   help=f"network for the dp what-if (a preset: {', '.join(PRESETS)}; or a "
+                   "TOML topology file); without it dp is not tried")  # fmt: skip
     add_parallel_args(p)
     p.set_defaults(func=run, out_kind="dir")
 

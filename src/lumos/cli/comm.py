@@ -10,7 +10,7 @@ from typing import Any
 from lumos.cost.astra import AstraConfig, astra_time
 from lumos.cost.calibrate import calibrate_from_graph
 from lumos.cost.collectives import ALGORITHMS, PROTOCOL_EFFICIENCY, CommTime, Link, collective_time
-from lumos.cost.topology import Topology, resolve_topology
+from lumos.cost.topology import PRESETS, Topology, resolve_topology
 from lumos.cost.units import parse_bandwidth, parse_duration, parse_size
 from lumos.errors import ConfigError
 
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bandwidth", default=None, help="link bandwidth, e.g. 50GB/s, 400Gb/s")
     p.add_argument("--latency", default=None, help="latency per step, e.g. 500ns (default 0)")
     p.add_argument("--topology", default=None, metavar="NAME|FILE",
-                   help="dgx-a100, dgx-h100, pcie-8gpu, or a TOML topology file")  # fmt: skip
+                   help=f"a preset ({', '.join(PRESETS)}) or a TOML topology file")  # fmt: skip
     p.add_argument("--chunks", type=int, default=None, help="ASTRA-sim: dataset splits")
     p.add_argument("--endpoint-delay", default=None, help="ASTRA-sim: e.g. 10ns (default 10ns)")
     p.add_argument("--local-mem-bw", default=None, help="ASTRA-sim: e.g. 50GB/s (default)")

@@ -7,6 +7,7 @@ from typing import Any
 
 from lumos.cli._args import add_parallel_args
 from lumos.cli._progress import progress_bar
+from lumos.cost.topology import PRESETS
 from lumos.estimate import estimate, parse_scenario, parse_sweep, write_estimate
 from lumos.estimate.scenario import KEYS
 from lumos.ingest.detect import expand_paths
@@ -55,7 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--topology",
         default=None,
         metavar="NAME|FILE",
-        help="network for scenarios that re-time communication (a preset or TOML)",
+        help="network for scenarios that re-time communication (dp, link): a preset ("
+        + ", ".join(PRESETS)
+        + ") or a TOML topology file",
     )
     p.add_argument("--algorithm", default="auto", help="collective algorithm (default: auto)")
     add_parallel_args(p)
