@@ -124,29 +124,30 @@ def _given(path: Path | None, name: str) -> Path | None:
     return found
 
 
-def _read_advice(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> Any:
     import json
 
     from lumos.errors import InputError
 
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(path, f"not readable JSON: {exc}") from None
+
+
+def _read_advice(path: Path) -> dict[str, Any]:
+    from lumos.errors import InputError
+
+    doc = _load(path)
     if not isinstance(doc, dict) or doc.get("format") != "lumos.advice":
         raise InputError(path, "not an advice.json of lumos advise (format lumos.advice)")
     return doc
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    import json
-
     from lumos.errors import InputError
 
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"not readable JSON: {exc}") from None
+    doc = _load(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc["rows"]:
         raise InputError(path, "an estimate.json needs a non-empty 'rows' list")
     return doc

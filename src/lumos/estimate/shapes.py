@@ -261,7 +261,14 @@ def fit_shape_model(graphs: list[ExecGraph]) -> ShapeModel:
                     views += dur[sel & is_task].tolist()
                 continue
             by_name.setdefault(name, []).extend((w, x) for x in dur[sel].tolist())
-    model = ShapeModel(floor_ns=float(np.median(views)) if views else 0.0)
+    return fitted_model(by_name, float(np.median(views)) if views else 0.0)
+
+
+def fitted_model(by_name: dict[str, list[tuple[float, float]]], floor_ns: float) -> ShapeModel:
+    """A :class:`ShapeModel` with a line ``a + c x work`` per name whose ``(work, ns)`` points
+    come in at least two sizes (the largest 1.5x the smallest) and slope up; ``floor_ns``
+    for the others."""
+    model = ShapeModel(floor_ns=floor_ns)
     for name, pts in by_name.items():
         arr = np.asarray(pts)
         x, y = arr[:, 0], arr[:, 1]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos.estimate.shapes import Dims, ShapeModel, _Mapper, _ratios, fit_line, work_of
+from lumos.estimate.shapes import Dims, ShapeModel, _Mapper, _ratios, fitted_model, work_of
 from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind
 from lumos.report.ops import task_ops
 
@@ -102,15 +102,7 @@ def fit_device_model(graphs: list[ExecGraph]) -> ShapeModel:
             if w > 0:
                 by_name.setdefault(g.names[name_i], []).append((w, float(ns)))
     floor = float(np.percentile(np.concatenate(durations), 10)) if durations else 0.0
-    model = ShapeModel(floor_ns=floor)
-    for name, pts in by_name.items():
-        arr = np.asarray(pts)
-        x, y = arr[:, 0], arr[:, 1]
-        if len(np.unique(x)) >= 2 and x.max() >= 1.5 * x.min():
-            icpt, slope = fit_line(x, y)
-            if slope > 0:
-                model.fits[name] = (icpt, slope)
-    return model
+    return fitted_model(by_name, floor)
 
 
 def retime_device(
