@@ -1,0 +1,327 @@
+"""One rank's plan run with torch: ops on the local device, collectives through torch.distributed.
+
+:class:`Executor` runs a :class:`~lumos.bench.plan.RankPlan` pass after pass (warm-up passes,
+then the measured one under the profiler), one step at a time, each item in order:
+
+* a tensor an item reads that no earlier item of the pass produced (a parameter, an input, an
+  optimizer state, an output of a skipped op) is made once from its recorded spec
+  (:func:`lumos.bench.tensors.make_tensor`) and kept for every pass; a tensor produced inside
+  the pass is dropped after the last item that uses it, so memory stays what the recorded run
+  held;
+* an op's outputs take the slots the trace recorded; an output whose shape or dtype differs
+  from the recording (data-dependent ops, made-up values) is replaced by a kept tensor of the
+  recorded spec, decided in the first pass, so later ops see what they recorded;
+* collectives are issued without blocking; an item that touches a storage an unfinished
+  collective writes waits for it first (as DDP's bucket copies wait), and every step ends when
+  its collectives have;
+* an item that raises in the first pass is skipped from then on, counted with its exception.
+
+Nothing here reads a recorded time: each step's time is what it takes here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from lumos.bench.comms import CommRunner
+from lumos.bench.ops import BoundOp, CannotRun, bind
+from lumos.bench.plan import CommCall, Item, OpCall, RankPlan, Skips, WorkCall, tensor_slots
+from lumos.bench.tensors import dtype_of, make_tensor
+
+__all__ = ["Executor"]
+
+
+class Executor:
+    """Runs one rank's plan (see the module docstring). ``device`` is a torch device string;
+    ``comm`` issues the collectives (None: a run with no process group, collectives skipped);
+    ``progress(n)`` is called with the number of items done since its last call; ``emulate``
+    holds a :class:`WorkCall` with no recorded work for its recorded duration (else it is
+    skipped)."""
+
+    def __init__(
+        self,
+        plan: RankPlan,
+        torch: Any,
+        device: str,
+        comm: CommRunner | None,
+        progress: Callable[[int], None] | None = None,
+        *,
+        emulate: bool = True,
+    ) -> None:
+        self.plan = plan
+        self.torch = torch
+        self.device = torch.device(device)
+        self.host = torch.device("cpu")
+        self.comm = comm
+        self.progress = progress or (lambda _n: None)
+        self.emulate = emulate
+        self.emulated: set[int] = set()  # item positions held for their recorded time
+        self.items: list[Item] = list(plan.items())
+        self.skipped = Skips()
+        self.skipped.merge(plan.skipped)
+        self.comm_skipped = Skips()
+        self.comm_skipped.merge(plan.comm_skipped)
+        self.substituted: dict[str, str] = {}
+        self.runners: list[Callable[[], None] | None] = []
+        self.keep: dict[int, Any] = {}  # slot -> tensor kept across passes
+        self.replace: dict[int, Any] = {}  # output slot -> kept tensor of the recorded spec
+        self.live: dict[int, Any] = {}
+        self.pending: dict[int, list[Any]] = {}  # storage id -> unfinished collectives
+        self._gaps = [it.gap_ns if isinstance(it, WorkCall) and emulate else 0
+                      for it in self.items]  # fmt: skip
+        self.passes = 0
+        self._release = self._last_uses()
+        self._touch = [self._storages(it) for it in self.items]
+        self._buffers: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for i, it in enumerate(self.items):
+            self.runners.append(self._prepare(it))
+            if isinstance(it, WorkCall) and it.no_work and self.runners[-1] is not None:
+                self.emulated.add(i)
+
+    # -- preparation -------------------------------------------------------------------------
+
+    def _slots_of(self, item: Item) -> list[int]:
+        if isinstance(item, OpCall):
+            return [s for a in (*item.args, *item.outputs) for s in tensor_slots(a)]
+        if isinstance(item, CommCall):
+            return [*item.inputs, *item.outputs]
+        return []
+
+    def _last_uses(self) -> list[list[int]]:
+        last: dict[int, int] = {}
+        for i, it in enumerate(self.items):
+            for s in self._slots_of(it):
+                last[s] = i
+        out: list[list[int]] = [[] for _ in self.items]
+        for s, i in last.items():
+            out[i].append(s)
+        return out
+
+    def _storages(self, item: Item) -> frozenset[int]:
+        specs = self.plan.tensors
+        return frozenset(specs[s].storage for s in self._slots_of(item))
+
+    def _prepare(self, item: Item) -> Callable[[], None] | None:
+        if isinstance(item, OpCall):
+            try:
+                op = bind(item, self.torch, str(self.device))
+            except CannotRun as exc:
+                self.skipped.add(str(exc), item.name)
+                return None
+            if op.twin:
+                self.substituted[item.name] = op.twin
+            return lambda: self._run_op(op)
+        if isinstance(item, CommCall):
+            if self.comm is None:
+                self.comm_skipped.add("no process group in this run", item.name)
+                return None
+            reason = self.comm.check(item)
+            if reason:
+                self.comm_skipped.add(reason, item.name)
+                return None
+            storages = self._comm_storages(item)
+            return lambda: self._run_comm(item, storages)
+        return self._work(item)
+
+    # -- tensors ---------------------------------------------------------------------------
+
+    def tensor(self, slot: int) -> Any:
+        """The live tensor of ``slot``, made (and kept) when no item produced it yet."""
+        t = self.live.get(slot)
+        if t is None:
+            t = self.keep.get(slot)
+            if t is None:
+                t = make_tensor(self.plan.tensors[slot], self.device, self.host)
+                self.keep[slot] = t
+            self.live[slot] = t
+        return t
+
+    def _fill(self, op: BoundOp) -> tuple[list[Any], dict[str, Any]]:
+        args, kwargs = list(op.args), dict(op.kwargs)
+        for key, tag, payload in op.fills:
+            if tag == "t":
+                value: Any = self.tensor(payload)
+            else:
+                value = [self.tensor(s) if s >= 0 else None for s in payload]
+            if isinstance(key, int):
+                args[key] = value
+            else:
+                kwargs[key] = value
+        return args, kwargs
+
+    def _store(self, outputs: tuple[Any, ...], result: Any) -> None:
+        parts = list(result) if isinstance(result, (tuple, list)) and len(outputs) > 1 else [result]
+        for (tag, payload), part in zip(outputs, parts, strict=False):
+            if tag == "t":
+                self._put(payload, part)
+            elif tag == "T":
+                seq = part if isinstance(part, (list, tuple)) else [part]
+                for s, p in zip(payload, seq, strict=False):
+                    if s >= 0:
+                        self._put(s, p)
+
+    def _put(self, slot: int, value: Any) -> None:
+        kept = self.replace.get(slot)
+        if kept is not None:
+            self.live[slot] = kept
+            return
+        if self.passes == 0:
+            spec = self.plan.tensors[slot]
+            ok = (isinstance(value, self.torch.Tensor) and tuple(value.shape) == spec.shape
+                  and value.dtype == dtype_of(spec.dtype))  # fmt: skip
+            if not ok:
+                kept = make_tensor(spec, self.device, self.host)
+                self.replace[slot] = kept
+                self.live[slot] = kept
+                return
+        self.live[slot] = value
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _run_op(self, op: BoundOp) -> None:
+        args, kwargs = self._fill(op)
+        self._store(op.outputs, op.fn(*args, **kwargs))
+
+    def _run_comm(self, call: CommCall, storages: set[int]) -> None:
+        assert self.comm is not None
+        ins = [self.tensor(s) for s in call.inputs]
+        outs = [self.tensor(s) for s in call.outputs]
+        works = self.comm.issue(call, ins, outs)
+        for st in storages if works else ():
+            self.pending.setdefault(st, []).extend(works)
+
+    def _comm_storages(self, call: CommCall) -> set[int]:
+        specs = self.plan.tensors
+        return {specs[s].storage for s in (*call.inputs, *call.outputs)}
+
+    def _work(self, item: WorkCall) -> Callable[[], None] | None:
+        torch = self.torch
+        where = self.device if item.on_gpu else self.host
+        if item.no_work:
+            if not self.emulate:
+                from lumos.bench.chakra_plan import NO_WORK
+
+                self.skipped.add(NO_WORK, item.name)
+                return None
+            span = torch.profiler.record_function
+            return lambda: _hold(item.dur_ns, span, item.name)
+        if item.mkn is not None:
+            b, m, k, n = item.mkn
+            key: tuple[Any, ...] = ("mm", b, m, k, n, str(where))
+            if key not in self._buffers:
+                lead = (b,) if b > 1 else ()
+                self._buffers[key] = (torch.rand((*lead, m, k), device=where),
+                                      torch.rand((*lead, k, n), device=where),
+                                      torch.empty((*lead, m, n), device=where))  # fmt: skip
+            a, bb, c = self._buffers[key]
+            return lambda: torch.matmul(a, bb, out=c)
+        if not item.bytes:
+            view = self._buffer(("one", str(where)), 1, where)[0]
+            return lambda: view.view(-1)
+        x, y, z = self._buffer(("add", item.bytes // 12, str(where)), max(item.bytes // 12, 1),
+                               where)  # fmt: skip
+        return lambda: torch.add(x, y, out=z)
+
+    def _buffer(self, key: tuple[Any, ...], n: int, where: Any) -> tuple[Any, ...]:
+        if key not in self._buffers:
+            self._buffers[key] = tuple(self.torch.rand(n, device=where) for _ in range(3))
+        return self._buffers[key]
+
+    def wait_all(self) -> None:
+        """Wait for every unfinished collective (and the device's queue)."""
+        seen: set[int] = set()
+        for works in self.pending.values():
+            for w in works:
+                if id(w) not in seen:
+                    seen.add(id(w))
+                    w.wait()
+        self.pending.clear()
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def _wait_for(self, storages: frozenset[int]) -> None:
+        for st in storages & self.pending.keys():
+            for w in self.pending.pop(st):
+                w.wait()
+
+    def run_pass(self, annotate: Callable[[str], Any] | None = None) -> list[int]:
+        """Run every step once; returns each step's wall time in ns. ``annotate(name)`` gives
+        a context manager wrapped around each step (the profiler's step span)."""
+        times: list[int] = []
+        i = 0
+        first = self.passes == 0
+        for step in self.plan.steps:
+            self.live = dict(self.keep)
+            ctx = annotate(step.name) if annotate is not None else None
+            t0 = time.perf_counter_ns()
+            if ctx is not None:
+                ctx.__enter__()
+            try:
+                last_end = time.perf_counter_ns()
+                for _ in step.items:
+                    run = self.runners[i]
+                    if self._gaps[i]:
+                        _wait_until(last_end + self._gaps[i])
+                    if run is not None:
+                        if self.pending:
+                            self._wait_for(self._touch[i])
+                        if first:
+                            self._first_run(i, run)
+                        else:
+                            run()
+                    last_end = time.perf_counter_ns()
+                    for s in self._release[i]:
+                        if s not in self.keep:
+                            self.live.pop(s, None)
+                    i += 1
+                    if i % 64 == 0:
+                        self.progress(64)
+                self.wait_all()
+            finally:
+                if ctx is not None:
+                    ctx.__exit__(None, None, None)
+            times.append(time.perf_counter_ns() - t0)
+        self.progress(i % 64)
+        self.passes += 1
+        return times
+
+    def _first_run(self, i: int, run: Callable[[], None]) -> None:
+        try:
+            run()
+        except Exception as exc:  # an op that fails here: skipped from now on, with its reason
+            item = self.items[i]
+            self.runners[i] = None
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            into = self.comm_skipped if isinstance(item, CommCall) else self.skipped
+            into.add(f"raised {type(exc).__name__} here", item.name, 1, first)
+
+    def executed(self) -> tuple[int, int, int]:
+        """``(compute ops, emulated ops, collectives)`` that ran in the last pass."""
+        ops = comms = emulated = 0
+        for i, (it, run) in enumerate(zip(self.items, self.runners, strict=True)):
+            if run is None:
+                continue
+            if isinstance(it, CommCall):
+                comms += 1
+            elif i in self.emulated:
+                emulated += 1
+            else:
+                ops += 1
+        return ops, emulated, comms
+
+
+def _wait_until(t_ns: int) -> None:
+    """Keep this thread busy until ``perf_counter_ns`` reaches ``t_ns``."""
+    while time.perf_counter_ns() < t_ns:
+        pass
+
+
+def _hold(dur_ns: int, span: Callable[[str], Any], name: str) -> None:
+    """Keep this thread busy for ``dur_ns`` (an op known only by its recorded time), inside a
+    profiler span of the op's name."""
+    with span(name):
+        end = time.perf_counter_ns() + dur_ns
+        while time.perf_counter_ns() < end:
+            pass
