@@ -29,6 +29,7 @@ tool's ET runs node by node in file order, its work from the ``num_ops`` (FLOPs)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,8 +52,14 @@ _COMM_KIND = {CommType.ALL_REDUCE: "all_reduce", CommType.REDUCE: "reduce",
               CommType.SEND: "send", CommType.RECV: "recv"}  # fmt: skip
 
 
+#: An operator's name (``aten::addmm``, ``fbgemm::...``), not a wrapper's: autograd nodes
+#: (``autograd::engine::evaluate_function: ...``) and framework hooks (``torch::autograd::...``,
+#: ``torch.distributed.ddp.reducer::...``) hold ops, they are not ops.
+_OP_NAME = re.compile(r"^(?!autograd::|torch::|torch\.)[A-Za-z_]\w*::[\w.]+$")
+
+
 def _is_op_name(name: str) -> bool:
-    return "::" in name and not name.startswith(("nn.Module", "ProfilerStep"))
+    return _OP_NAME.match(name) is not None
 
 
 def _work(

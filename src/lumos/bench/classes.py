@@ -96,23 +96,19 @@ def op_class(name: str) -> str:
     if synth:
         return _SYNTH_MAP.get(synth.group(1), "other")
     m = _BASE.match(name.strip())
-    if m is None:  # a kernel's full C++ name
-        if _CONV.search(name):
-            return "conv"
-        if _ATTN.search(name):
-            return "attention"
-        if _GEMM_KERNEL.search(name):
-            return "gemm"
-        return "other"
-    base = m.group(1)
+    base = m.group(1) if m else ""
     if base in _GEMM:
         return "gemm"
-    if _CONV.search(base):
+    if base and _CONV.search(base):
         return "conv"
-    if _ATTN.search(base):
+    if base and _ATTN.search(base):
         return "attention"
     for label, pattern in (("memory", _MEMORY), ("reduction", _REDUCTION), ("copy", _COPY),
                            ("elementwise", _ELEMENTWISE)):  # fmt: skip
-        if pattern.match(base):
+        if base and pattern.match(base):
+            return label
+    # a kernel's name (``ampere_sgemm_128x64_nn``, ``void cutlass::Kernel<...>``)
+    for label, pattern in (("conv", _CONV), ("attention", _ATTN), ("gemm", _GEMM_KERNEL)):
+        if pattern.search(name):
             return label
     return "other"

@@ -1,9 +1,10 @@
 """``--comms-only``: a trace's collectives and transfers re-issued alone, each timed.
 
 The plan's :class:`~lumos.bench.plan.CommCall` s run in their recorded order, with their
-recorded sizes and groups, on tensors of the recorded specs (made once), and nothing else.
-Each step starts with a barrier (outside the timed calls); each collective is then issued and
-waited for before the next, so its time is its own. Sends and receives in a row are issued
+recorded sizes and groups, on tensors of the recorded specs (made once), and nothing else
+(the ranks meet in a barrier before the measured pass, none inside it: its trace holds the
+recorded collectives only). Each collective is issued and waited for before the next, so its
+time is its own and the ranks stay in step. Sends and receives in a row are issued
 together and waited for as one batch (as ``batch_isend_irecv`` does), so that two ranks that
 both send first do not wait for each other forever. One warm-up pass, then the measured pass
 under the profiler, as for a full run.
@@ -69,7 +70,6 @@ def run_comms(job: Any, plan: RankPlan, torch: Any, comm: Any, out: Path, progre
         samples: list[dict[str, Any]] = []
         k = 0
         for name, calls in steps:
-            dist.barrier()
             ctx = annotate(name) if annotate is not None else None
             if ctx is not None:
                 ctx.__enter__()
