@@ -10,11 +10,12 @@ then the measured one under the profiler), one step at a time, each item in orde
   held;
 * an op's outputs take the slots the trace recorded; an output whose shape or dtype differs
   from the recording (data-dependent ops, made-up values) is replaced by a kept tensor of the
-  recorded spec, decided in the first pass, so later ops see what they recorded;
+  recorded spec, decided the first time the op runs, so later ops see what they recorded;
 * collectives are issued without blocking; an item that touches a storage an unfinished
   collective writes waits for it first (as DDP's bucket copies wait), and every step ends when
   its collectives have;
-* an item that raises in the first pass is skipped from then on, counted with its exception.
+* an item that raises the first time it runs is skipped from then on, counted with its
+  exception.
 
 Nothing here reads a recorded time: each step's time is what it takes here.
 """
@@ -22,7 +23,7 @@ Nothing here reads a recorded time: each step's time is what it takes here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lumos.bench.comms import CommRunner
@@ -71,7 +72,12 @@ class Executor:
         self.pending: dict[int, list[Any]] = {}  # storage id -> unfinished collectives
         self._gaps = [it.gap_ns if isinstance(it, WorkCall) and emulate else 0
                       for it in self.items]  # fmt: skip
-        self.passes = 0
+        self.ran = [False] * len(self.items)  # whether each item ran once (its first run checks)
+        self._checking = False
+        starts = [0]
+        for step in plan.steps:
+            starts.append(starts[-1] + len(step.items))
+        self._starts = starts
         self._release = self._last_uses()
         self._touch = [self._storages(it) for it in self.items]
         self._buffers: dict[tuple[Any, ...], tuple[Any, ...]] = {}
@@ -167,7 +173,7 @@ class Executor:
         if kept is not None:
             self.live[slot] = kept
             return
-        if self.passes == 0:
+        if self._checking:
             spec = self.plan.tensors[slot]
             ok = (isinstance(value, self.torch.Tensor) and tuple(value.shape) == spec.shape
                   and value.dtype == dtype_of(spec.dtype))  # fmt: skip
@@ -246,48 +252,55 @@ class Executor:
             for w in self.pending.pop(st):
                 w.wait()
 
-    def run_pass(self, annotate: Callable[[str], Any] | None = None) -> list[int]:
-        """Run every step once; returns each step's wall time in ns. ``annotate(name)`` gives
-        a context manager wrapped around each step (the profiler's step span)."""
+    def run_pass(
+        self,
+        annotate: Callable[[str], Any] | None = None,
+        steps: Sequence[int] | None = None,
+        label: str | None = None,
+    ) -> list[int]:
+        """Run every step (or the ``steps`` given, by position) once; returns each one's wall
+        time in ns. ``annotate(name)`` gives a context manager wrapped around each step (the
+        profiler's step span), named ``label`` when given, else as the step."""
         times: list[int] = []
-        i = 0
-        first = self.passes == 0
-        for step in self.plan.steps:
+        done = 0
+        for k in range(len(self.plan.steps)) if steps is None else steps:
+            step = self.plan.steps[k]
             self.live = dict(self.keep)
-            ctx = annotate(step.name) if annotate is not None else None
+            ctx = annotate(label or step.name) if annotate is not None else None
             t0 = time.perf_counter_ns()
             if ctx is not None:
                 ctx.__enter__()
             try:
                 last_end = time.perf_counter_ns()
-                for _ in step.items:
+                for i in range(self._starts[k], self._starts[k + 1]):
                     run = self.runners[i]
                     if self._gaps[i]:
                         _wait_until(last_end + self._gaps[i])
                     if run is not None:
                         if self.pending:
                             self._wait_for(self._touch[i])
-                        if first:
-                            self._first_run(i, run)
-                        else:
+                        if self.ran[i]:
                             run()
+                        else:
+                            self._first_run(i, run)
                     last_end = time.perf_counter_ns()
                     for s in self._release[i]:
                         if s not in self.keep:
                             self.live.pop(s, None)
-                    i += 1
-                    if i % 64 == 0:
+                    done += 1
+                    if done % 64 == 0:
                         self.progress(64)
                 self.wait_all()
             finally:
                 if ctx is not None:
                     ctx.__exit__(None, None, None)
             times.append(time.perf_counter_ns() - t0)
-        self.progress(i % 64)
-        self.passes += 1
+        self.progress(done % 64)
         return times
 
     def _first_run(self, i: int, run: Callable[[], None]) -> None:
+        self.ran[i] = True
+        self._checking = True
         try:
             run()
         except Exception as exc:  # an op that fails here: skipped from now on, with its reason
@@ -296,6 +309,8 @@ class Executor:
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
             into = self.comm_skipped if isinstance(item, CommCall) else self.skipped
             into.add(f"raised {type(exc).__name__} here", item.name, 1, first)
+        finally:
+            self._checking = False
 
     def executed(self) -> tuple[int, int, int]:
         """``(compute ops, emulated ops, collectives)`` that ran in the last pass."""
