@@ -10,12 +10,10 @@ terminated. Whatever happens (an error, Ctrl-C, SIGTERM), no process outlives th
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
-import os
 import queue as queue_mod
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lumos.bench.worker import RankJob, RankResult, run_rank
@@ -50,9 +48,8 @@ def run_ranks(
              for job in jobs]  # fmt: skip
     results: dict[int, RankResult] = {}
     try:
-        with _worker_env():
-            for p in procs:
-                p.start()
+        for p in procs:
+            p.start()
         while len(results) < len(jobs):
             what, index, payload = _next_message(q, procs, jobs, results)
             _handle(what, index, payload, jobs, results, progress)
@@ -63,24 +60,6 @@ def run_ranks(
         q.close()
         q.join_thread()
     return [results[i] for i in range(len(jobs))]
-
-
-@contextlib.contextmanager
-def _worker_env() -> Iterator[None]:
-    """The environment the ranks start in: glibc's malloc hands every block of 1 MiB or more
-    back to the system when it is freed. Its default raises that threshold as big blocks are
-    freed, and a rank that frees gigabytes of activations a step and allocates them again (a
-    GPT-2 large ET: 15 GB live) then holds freed memory it cannot reuse, 3 GB more at the peak
-    and 5 GB after the step, enough to be killed for memory on a machine its source ran on."""
-    key = "MALLOC_MMAP_THRESHOLD_"
-    before = os.environ.get(key)
-    if before is None:
-        os.environ[key] = str(1 << 20)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(key, None)
 
 
 def _next_message(
