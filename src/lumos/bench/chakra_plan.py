@@ -129,6 +129,20 @@ def _outer_spans(g: ExecGraph) -> tuple[np.ndarray, list[int]]:
     return owner, outer
 
 
+def _gaps(g: ExecGraph, owner: np.ndarray) -> np.ndarray:
+    """Per task, the recorded overhead before it on its thread (its intra-thread edge delay),
+    less the tail of the op span its predecessor ends (a span's time holds its tail)."""
+    a, e = g.annotations, g.edges
+    out = np.zeros(g.num_tasks, dtype=np.int64)
+    thread = e.kind == DepKind.INTRA_THREAD
+    out[e.dst[thread]] = e.delay_ns[thread]
+    prev = e.src[thread]
+    span = owner[prev]
+    ends_span = (span >= 0) & (a.last_task_idx[np.maximum(span, 0)] == prev)
+    out[e.dst[thread]] -= np.where(ends_span, a.tail_ns[np.maximum(span, 0)], 0)
+    return np.maximum(out, 0)
+
+
 def _inner_work(g: ExecGraph, span: int) -> tuple[int, int]:
     """FLOPs and bytes of ``span`` and the spans nested in it on its thread."""
     a = g.annotations
@@ -153,10 +167,7 @@ def plan_graph(
     owner, outer = _outer_spans(g)
     lo, _hi = result.annotation_spans(0)
     a, t = g.annotations, g.tasks
-    e = g.edges
-    into = np.zeros(g.num_tasks, dtype=np.int64)  # recorded overhead before each task
-    thread = e.kind == DepKind.INTRA_THREAD
-    into[e.dst[thread]] = e.delay_ns[thread]
+    gap_before = _gaps(g, owner)
     units: list[tuple[int, Item]] = []
     slots: list[TensorSpec] = []
     skipped, comm_skipped = Skips(), Skips()
@@ -167,7 +178,7 @@ def plan_graph(
             continue  # the op that hands a collective over; the collective is its own task
         flops, nbytes = _inner_work(g, i)
         ops_total += 1
-        gap = int(into[a.first_task_idx[i]] - a.lead_ns[i])
+        gap = int(gap_before[a.first_task_idx[i]] - a.lead_ns[i])
         units.append((int(lo[i]), _work(i, name, flops, nbytes, int(a.dur_ns[i]), False, gap)))
     for task in range(g.num_tasks):
         kind = int(t.kind[task])
@@ -185,7 +196,7 @@ def plan_graph(
                 continue
             ops_total += 1
             gpu = kind != TaskKind.CPU_OP
-            gap = 0 if gpu else int(into[task])
+            gap = 0 if gpu else int(gap_before[task])
             units.append((int(start[task]),
                           _work(task, name, 0, 0, int(t.dur_ns[task]), gpu, gap)))  # fmt: skip
     return RankPlan(rank=rank, world_size=len(run_ranks), source=source,
@@ -266,11 +277,12 @@ def plan_chakra_file(
     """The plan of one rank's Chakra ET file (see the module docstring)."""
     from lumos.chakra.io import read_chakra
     from lumos.chakra.mapping import from_chakra, is_lumos_trace
+    from lumos.chakra.trace import ChakraTrace
 
     trace = read_chakra(path)
-    assert not isinstance(trace, Mapping)
-    if not is_lumos_trace(trace):  # type: ignore[arg-type]
+    assert isinstance(trace, ChakraTrace)  # a file path reads as one trace
+    if not is_lumos_trace(trace):
         return _foreign(trace, rank=rank, run_ranks=run_ranks)
     world = max(len(run_ranks), max(run_ranks) + 1)
-    g = from_chakra(trace, world_size=world)  # type: ignore[arg-type]
+    g = from_chakra(trace, world_size=world)
     return plan_graph(g, rank=rank, run_ranks=run_ranks, source=path, source_ns=source_ns)

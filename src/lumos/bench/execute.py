@@ -72,6 +72,7 @@ class Executor:
         self.pending: dict[int, list[Any]] = {}  # storage id -> unfinished collectives
         self._gaps = [it.gap_ns if isinstance(it, WorkCall) and emulate else 0
                       for it in self.items]  # fmt: skip
+        self._start_at = 0  # when the current item may start (an emulated one ends dur_ns after)
         self.ran = [False] * len(self.items)  # whether each item ran once (its first run checks)
         self._checking = False
         starts = [0]
@@ -212,7 +213,7 @@ class Executor:
                 self.skipped.add(NO_WORK, item.name)
                 return None
             span = torch.profiler.record_function
-            return lambda: _hold(item.dur_ns, span, item.name)
+            return lambda: self._hold(item.dur_ns, span, item.name)
         if item.mkn is not None:
             b, m, k, n = item.mkn
             key: tuple[Any, ...] = ("mm", b, m, k, n, str(where))
@@ -234,6 +235,12 @@ class Executor:
         if key not in self._buffers:
             self._buffers[key] = tuple(self.torch.rand(n, device=where) for _ in range(3))
         return self._buffers[key]
+
+    def _hold(self, dur_ns: int, span: Callable[[str], Any], name: str) -> None:
+        """An op known only by its recorded time: it ends ``dur_ns`` after it could start (so
+        this loop's own cost is inside it, not added), in a profiler span of its name."""
+        with span(name):
+            _wait_until(self._start_at + dur_ns)
 
     def wait_all(self) -> None:
         """Wait for every unfinished collective (and the device's queue)."""
@@ -274,8 +281,9 @@ class Executor:
                 last_end = time.perf_counter_ns()
                 for i in range(self._starts[k], self._starts[k + 1]):
                     run = self.runners[i]
+                    self._start_at = last_end + self._gaps[i]
                     if self._gaps[i]:
-                        _wait_until(last_end + self._gaps[i])
+                        _wait_until(self._start_at)
                     if run is not None:
                         if self.pending:
                             self._wait_for(self._touch[i])
@@ -328,15 +336,11 @@ class Executor:
 
 
 def _wait_until(t_ns: int) -> None:
-    """Keep this thread busy until ``perf_counter_ns`` reaches ``t_ns``."""
+    """Return when ``perf_counter_ns`` reaches ``t_ns``: asleep for all but the last 200 us
+    (the CPU stays free for the other ranks and gloo's threads, as it was while the recorded
+    thread waited or was descheduled), then spinning, which ends on time."""
+    left = t_ns - time.perf_counter_ns()
+    if left > 400_000:
+        time.sleep((left - 200_000) / 1e9)
     while time.perf_counter_ns() < t_ns:
         pass
-
-
-def _hold(dur_ns: int, span: Callable[[str], Any], name: str) -> None:
-    """Keep this thread busy for ``dur_ns`` (an op known only by its recorded time), inside a
-    profiler span of the op's name."""
-    with span(name):
-        end = time.perf_counter_ns() + dur_ns
-        while time.perf_counter_ns() < end:
-            pass

@@ -48,7 +48,6 @@ __all__ = [
     "bench_document",
     "comm_samples",
     "comm_table",
-    "percent",
     "read_document",
     "write_document",
 ]
@@ -202,9 +201,3 @@ def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InputError(p, "not a lumos bench.json")
     return doc
-
-
-def percent(doc: Mapping[str, Any]) -> float:
-    """Share of the compute ops that ran, in percent (100 when there were none)."""
-    total = int(doc["ops_total"])
-    return 100.0 * int(doc["ops_executed"]) / total if total else 100.0

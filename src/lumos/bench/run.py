@@ -85,15 +85,13 @@ def _replayed(src: BenchSource) -> dict[int, dict[str, dict[str, Any]]]:
     """Chakra ETs: each step as lumos replays it (no class times: a replay has no kernels)."""
     from lumos.chakra.io import read_chakra
     from lumos.chakra.mapping import from_chakra
+    from lumos.chakra.trace import ChakraTrace
     from lumos.graph.model import Workload
     from lumos.sim import simulate
 
-    traces = []
-    for r in src.ranks:
-        t = read_chakra(r.path)
-        traces.append(t)
+    traces = [read_chakra(r.path) for r in src.ranks]
     world = max([len(traces), *(r.rank + 1 for r in src.ranks)])
-    graphs = tuple(from_chakra(t, world_size=world) for t in traces)  # type: ignore[arg-type]
+    graphs = tuple(from_chakra(t, world_size=world) for t in traces if isinstance(t, ChakraTrace))
     result = simulate(Workload(graphs))
     return {r.rank: {s["name"]: {"dur_ns": int(s["predicted_ns"]), "classes": None}
                      for s in result.steps(gi)}
