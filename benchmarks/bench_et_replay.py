@@ -15,7 +15,8 @@ Sections (each prints its table; everything lands in ``OUT/results.json``):
   median step of each side and the time per op class.
 * ``whatif``: ``lumos estimate`` of layers 4 -> 8 from a 1-rank recording writes its edited
   graph as Chakra ETs (``--chakra``), ``lumos bench`` executes them, and a recording of the
-  8-layer model measures the truth: estimate, executed and measured median step side by side.
+  8-layer model (with ``--et`` too) measures the truth: estimate, executed and measured median
+  step side by side, ``--rounds`` times.
 * ``synth``: a synthetic sample (``lumos synth fit`` on a 2-rank recording, ``sample``) executed.
 * ``comms``: ``--comms-only`` on a 2-rank recording: the collectives' kinds, sizes and order
   against the recording's, and ``lumos comm --calibrate`` on the result.
@@ -126,24 +127,35 @@ def bundled(out: Path, log: Path, rounds: int, steps: int) -> dict[str, Any]:
     return res
 
 
-def whatif(out: Path, log: Path, steps: int) -> dict[str, Any]:
-    base = _collect(out / "whatif_l4", 1, steps, log)
-    _run([*LUMOS, "estimate", str(base), "--set", "layers=8", "-o", str(out / "whatif_est"),
-          "--chakra", str(out / "whatif_est" / "l8")], log)  # fmt: skip
-    est = json.loads((out / "whatif_est" / "estimate.json").read_text())["rows"]
-    executed = _bench([str(out / "whatif_est" / "l8")], out / "whatif_bench", log)
-    measured = _collect(out / "whatif_l8", 1, steps, log, "--layers", "8")
+def whatif(out: Path, log: Path, rounds: int, steps: int) -> dict[str, Any]:
     from lumos.ingest.kineto import read_kineto
 
-    steps_ns = [int(d) for d in read_kineto(measured / "rank0.kineto.json.gz").steps.dur_ns]
-    row = {"baseline_ms": est[0]["median_step_ns"] / 1e6, "estimate_ms": est[1]["median_step_ns"] / 1e6,
-           "executed_ms": executed["median"]["executed_ns"] / 1e6,
-           "measured_ms": statistics.median(steps_ns) / 1e6,
-           "executed_ops": [executed["ops_executed"], executed["ops_emulated"], executed["ops_total"]]}  # fmt: skip
-    print(f"layers 4 -> 8 (1 rank): recorded 4-layer {row['baseline_ms']:.1f} ms, estimate "
-          f"{row['estimate_ms']:.1f} ms, executed ET {row['executed_ms']:.1f} ms, measured "
-          f"{row['measured_ms']:.1f} ms; ops run/emulated/total {row['executed_ops']}", flush=True)  # fmt: skip
-    return row
+    per = []
+    for k in range(rounds):
+        base = _collect(out / f"whatif_l4_r{k}", 1, steps, log)
+        est_dir = out / f"whatif_est_r{k}"
+        _run([*LUMOS, "estimate", str(base), "--set", "layers=8", "-o", str(est_dir),
+              "--chakra", str(est_dir / "l8")], log)  # fmt: skip
+        est = json.loads((est_dir / "estimate.json").read_text())["rows"]
+        executed = _bench([str(est_dir / "l8")], out / f"whatif_bench_r{k}", log)
+        measured = _collect(out / f"whatif_l8_r{k}", 1, steps, log, "--layers", "8")
+        steps_ns = [int(d) for d in read_kineto(measured / "rank0.kineto.json.gz").steps.dur_ns]
+        row = {"recorded_l4_ms": est[0]["median_step_ns"] / 1e6,
+               "estimate_ms": est[1]["median_step_ns"] / 1e6,
+               "executed_ms": executed["median"]["executed_ns"] / 1e6,
+               "measured_ms": statistics.median(steps_ns) / 1e6,
+               "ops": [executed["ops_executed"], executed["ops_emulated"], executed["ops_total"]]}  # fmt: skip
+        per.append(row)
+        print(f"layers 4 -> 8 (1 rank), round {k}: recorded 4-layer {row['recorded_l4_ms']:.1f} ms, "
+              f"estimate {row['estimate_ms']:.1f} ms, executed ET {row['executed_ms']:.1f} ms, "
+              f"measured 8-layer {row['measured_ms']:.1f} ms; ops run/emulated/total {row['ops']}",
+              flush=True)  # fmt: skip
+    med = {key: statistics.median(r[key] for r in per)
+           for key in ("recorded_l4_ms", "estimate_ms", "executed_ms", "measured_ms")}  # fmt: skip
+    print(
+        "layers 4 -> 8, medians over rounds: " + ", ".join(f"{k} {v:.1f}" for k, v in med.items())
+    )
+    return {"rounds": per, "median": med}
 
 
 def synth(out: Path, log: Path, steps: int) -> dict[str, Any]:
@@ -206,7 +218,7 @@ def main() -> int:
         elif name == "bundled":
             results[name] = bundled(out, log, args.rounds, args.steps)
         elif name == "whatif":
-            results[name] = whatif(out, log, args.steps)
+            results[name] = whatif(out, log, args.rounds, args.steps)
         elif name == "synth":
             results[name] = synth(out, log, args.steps)
         elif name == "comms":
