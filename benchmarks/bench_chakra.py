@@ -15,16 +15,12 @@ reader, interleaved in one run (``--repeat`` rounds of at least 0.5 s a side, me
 writes for ``df_index_resolver`` (converted into a temporary folder first) and upstream's own
 ``chakra/tests/data/chakra.0.et``. Prints each side's wall time and the ratio, then the floor
 that no reader handing out a Python object per node can go below (reading the file, the access
-loop itself over views already made, the Python ints of every id, dep and duration; best of
+loop itself over objects whose fields are Python values already, the Python ints of every id,
+dep and duration; best of
 ``--repeat``) and the largest ratio that floor leaves, and the time and ratio of the same fields
-read as columns (``ChakraTrace`` arrays, a name per node and attribute gathered).
-
-``--python-decoder`` instead times what a first command's read costs where numba's cache lacks the
-compiled decoder (``lumos.chakra._wire_py``, scan + decode, best of ``--repeat``) against the
-compiled decoder, on upstream's ``chakra.0.et`` and on the ``.et`` that ``lumos convert`` writes
-for gpu_bound_v100 cut to its records within ``_wire_py.MAX_BYTES`` (the largest input decoded
-in Python), and the compile it avoids: a first ``read_chakra`` of ``chakra.0.et`` in a fresh
-process with an empty ``NUMBA_CACHE_DIR``, against the same read with the cache filled.
+read as columns (``ChakraTrace`` arrays, a name per node and attribute gathered). Then the same
+three reads of each file, each in a fresh process, timed after the imports (issue #30's
+measure: what a one-shot script pays), interleaved, ``--repeat`` rounds, medians.
 
 ``--delay-table`` instead prints, for the real replay traces (read in place from the realdata
 folder, ``LUMOS_REALDATA`` or ``../shared/realdata``; see ``tests/REALDATA.md``), the makespan of a
@@ -36,7 +32,6 @@ next to lumos's replay span.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import tempfile
 import time
@@ -44,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lumos.chakra import NodeType, _wire_py, attr, read_chakra, write_chakra
+from lumos.chakra import NodeType, attr, read_chakra, write_chakra
 from lumos.chakra.attrs import encode_attr
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace
 
@@ -213,7 +208,7 @@ def realistic(repeat: int) -> None:
         )  # fmt: skip
         files = [("df_index_resolver, lumos convert", next(Path(d).glob("dfi.*.et"))),
                  ("chakra.0.et, upstream", realdata_or_exit("chakra/tests/data/chakra.0.et"))]  # fmt: skip
-        _ours_fields(files[1][1])  # compile or load the kernels once
+        _ours_fields(files[1][1])  # the first read of the process, not timed
         for label, path in files:
             t0 = time.perf_counter()
             _upstream_fields(path)
@@ -237,19 +232,27 @@ def realistic(repeat: int) -> None:
             cols = best(lambda p=path: _ours_columns(p), repeat)
             print(f"  the same fields as columns (ChakraTrace arrays, names gathered): "
                   f"{cols * 1e3:.1f} ms, {statistics.median(up) / cols:.1f}x mlc-chakra")  # fmt: skip
+            _fresh(path, repeat)
         _every_realdata_et(repeat)
 
 
 def _floor(path: Path, upstream_s: float, repeat: int) -> None:
     """What any reader that hands out a Python object per node pays on ``path`` whatever its
     design, printed beside mlc-chakra's time: reading the file, the benchmark's own access
-    loop over views already made (``list()`` of the deps, the attribute-name list, ...), and
-    making the Python ints of every id, dep and duration (mlc-chakra pays the last two too)."""
+    loop over objects whose fields are Python values already (plain named tuples: ``list()``
+    of the deps, the attribute-name list, ...; lumos's views read their fields on access, so
+    a loop over them would count their own cost), and making the Python ints of every id, dep
+    and duration (mlc-chakra pays the last two too)."""
+    from collections import namedtuple
+
     trace = read_chakra(path)
-    views = list(trace.iter_nodes())
+    plain = namedtuple("plain", "id name type data_deps ctrl_deps duration_micros attrs")
+    plain_attr = namedtuple("plain_attr", "name")
+    made = [plain(n.id, n.name, n.type, n.data_deps, n.ctrl_deps, n.duration_micros,
+                  tuple(plain_attr(a.name) for a in n.attrs)) for n in trace.iter_nodes()]  # fmt: skip
 
     def loop() -> None:
-        for n in views:
+        for n in made:
             _ = (n.id, n.name, n.type, list(n.data_deps), list(n.ctrl_deps), n.duration_micros,
                  [a.name for a in n.attrs])  # fmt: skip
 
@@ -260,7 +263,7 @@ def _floor(path: Path, upstream_s: float, repeat: int) -> None:
     read_s = best(lambda: read_chakra(path), repeat)
     loop_s, ints_s = best(loop, repeat), best(ints, repeat)
     floor = read_s + loop_s + ints_s
-    print(f"  floor: read {read_s * 1e3:.1f} ms + access loop over made views "
+    print(f"  floor: read {read_s * 1e3:.1f} ms + access loop over made objects "
           f"{loop_s * 1e3:.1f} ms + Python ints {ints_s * 1e3:.1f} ms = {floor * 1e3:.1f} ms; "
           f"at most {upstream_s / floor:.2f}x mlc-chakra with a view per node")  # fmt: skip
 
@@ -293,74 +296,44 @@ def _every_realdata_et(repeat: int) -> None:
           f"read_chakra is {ratio:.2f}x")  # fmt: skip
 
 
-def _decode(buf: np.ndarray, python: bool) -> list[np.ndarray]:
-    from lumos.chakra import _wire, _wire_py, io, io_nodes
-    from lumos.chakra.attrs import read_varint
-
-    err, empty = np.zeros(7, np.int64), np.zeros(0, np.int64)
-    scan = _wire_py.scan_records if python else _wire.scan_records
-    n = scan(buf, 0, buf.size, io.RECORD_DEFAULT, False, empty, empty, err)
-    meta_len, pos = read_varint(buf[:10].tobytes(), 0)
-    return io_nodes.decode_node_records(Path("x.et"), buf, pos + meta_len, n - 1, err, python)
+_READERS = {"fields": _ours_fields, "columns": _ours_columns, "upstream": _upstream_fields}
 
 
-def _first_read_s(path: Path, cache: str) -> float:
+def _fresh(path: Path, repeat: int) -> None:
+    """Each reader of :data:`_READERS` on ``path`` in a process of its own (``--one``), timed
+    after its imports; ``repeat`` interleaved rounds, medians."""
+    import statistics
     import subprocess
     import sys
 
-    code = ("import sys, time\nfrom lumos.chakra import _wire_py, read_chakra\n"
-            "t = time.perf_counter()\nwith _wire_py.compiled():\n    read_chakra(sys.argv[1])\n"
-            "print(time.perf_counter() - t)")  # fmt: skip
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-    out = subprocess.run([sys.executable, "-c", code, str(path)], env=env, check=True,
-                         capture_output=True, text=True)  # fmt: skip
-    return float(out.stdout)
+    times: dict[str, list[float]] = {k: [] for k in _READERS}
+    for _ in range(repeat):
+        for which in _READERS:
+            out = subprocess.run([sys.executable, __file__, "--one", which, str(path)],
+                                 check=True, capture_output=True, text=True)  # fmt: skip
+            times[which].append(float(out.stdout))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"  each in a fresh process, timed after the import (medians of {repeat}): "
+          f"read_chakra {med['fields']:.3f} s, columns {med['columns']:.3f} s, mlc-chakra "
+          f"{med['upstream']:.3f} s: {med['upstream'] / med['fields']:.2f}x per node, "
+          f"{med['upstream'] / med['columns']:.2f}x as columns")  # fmt: skip
 
 
-def python_decoder(repeat: int) -> None:
-    import subprocess
-    import sys
-
-    from _realdata import trace_or_exit
-    from lumos.chakra import _wire_py, io
-    from lumos.chakra.attrs import read_varint
-
-    chakra0 = trace_or_exit("chakra_pytorch_converted")
-    with tempfile.TemporaryDirectory() as d:
-        subprocess.run(
-            [sys.executable, "-m", "lumos", "convert", str(trace_or_exit("gpu_bound_v100")),
-             "-o", f"{d}/v100"], check=True, capture_output=True,
-        )  # fmt: skip
-        raw = next(Path(d).glob("v100.*.et")).read_bytes()
-        end = pos = 0
-        while pos < len(raw):  # whole records only
-            n, pos = read_varint(raw, pos)
-            if pos + n > _wire_py.MAX_BYTES:
-                break
-            end = pos = pos + n
-        cut = Path(d) / "v100_cut.0.et"
-        cut.write_bytes(raw[:end])
-        files = [("chakra.0.et, upstream", chakra0),
-                 (f"gpu_bound_v100, lumos convert, cut to {end / 2**20:.2f} MiB", cut)]  # fmt: skip
-        for label, path in files:
-            buf = io._load(path)
-            cols = _decode(buf, False)  # compiled (or loaded) before timing
-            py = best(lambda buf=buf: _decode(buf, True), repeat)
-            compiled = best(lambda buf=buf: _decode(buf, False), repeat)
-            print(f"{label} ({buf.size / 1e6:.2f} MB, {cols[0].size:,} nodes, "
-                  f"{cols[14].size:,} attributes, {cols[12].size:,} data deps): Python decoder "
-                  f"{py:.3f} s, compiled {compiled:.4f} s")  # fmt: skip
-        cold = _first_read_s(chakra0, f"{d}/cache")
-        warm = _first_read_s(chakra0, f"{d}/cache")
-        print(f"first read_chakra of chakra.0.et in a fresh process, compiled decoder: "
-              f"{cold:.2f} s with an empty NUMBA_CACHE_DIR (the compile), {warm:.2f} s cached")  # fmt: skip
+def _one(which: str, path: str) -> None:
+    """One read by ``which`` (its imports done first), its seconds printed."""
+    if which == "upstream":
+        from chakra.schema.protobuf import et_def_pb2  # noqa: F401
+        from chakra.src.third_party.utils.protolib import decodeMessage  # noqa: F401
+    t0 = time.perf_counter()
+    _READERS[which](Path(path))
+    print(time.perf_counter() - t0)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--delay-table", action="store_true")
     ap.add_argument("--realistic", action="store_true")
-    ap.add_argument("--python-decoder", action="store_true")
+    ap.add_argument("--one", nargs=2, metavar=("READER", "FILE"), help=argparse.SUPPRESS)
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--upstream-nodes", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
@@ -368,16 +341,13 @@ def main() -> None:
     if args.delay_table:
         delay_table()
         return
-    if args.python_decoder:
-        python_decoder(args.repeat)
+    if args.one:
+        _one(*args.one)
         return
     if args.realistic:
-        with _wire_py.compiled():  # the compiled reader, even for small files and a cold cache
-            realistic(args.repeat)
+        realistic(args.repeat)
         return
     trace = synthetic(args.nodes)
-    with _wire_py.compiled():  # compile (a small file would otherwise decode in Python)
-        read_chakra(write_chakra(synthetic(100), Path(tempfile.mkdtemp()) / "warm.et")[0])
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "bench.0.et"
         t_write = best(lambda: write_chakra(trace, path), args.repeat)

@@ -59,7 +59,7 @@ def main() -> None:
         t0 = time.perf_counter()
         g = build_graph(trace)
         t_build = time.perf_counter() - t0
-        simulate(g)  # warm the JIT
+        simulate(g)  # untimed: first allocations, page faults
         t0 = time.perf_counter()
         simulate(g)
         t_sim = time.perf_counter() - t0

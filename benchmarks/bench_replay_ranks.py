@@ -77,7 +77,7 @@ def main() -> None:
         run.mkdir()
         size = write_run(run, a.ranks, a.distinct)
         cmd = [sys.executable, "-m", "lumos", "replay", str(run), "-o", str(out)]
-        subprocess.run(cmd, check=True, capture_output=True)  # numba's cache, page cache
+        subprocess.run(cmd, check=True, capture_output=True)  # page cache
         best = float("inf")
         for _ in range(a.repeat):
             t0 = time.perf_counter()

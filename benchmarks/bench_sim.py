@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/bench_sim.py [--tasks 5000000] [--repeat 3]
 
-Prints JIT warm-up time (first call on a tiny graph, includes numba compile or cache load),
+Prints the first call's time (a tiny graph: imports, first allocations),
 graph generation time, steady-state tasks/s of simulate (best of --repeat), and peak RSS.
 """
 
@@ -29,7 +29,7 @@ def main() -> None:
 
     t0 = time.perf_counter()
     simulate(random_graph(1_000, seed=1))
-    print(f"warm-up (JIT compile or cache load): {time.perf_counter() - t0:.2f} s")
+    print(f"first call (tiny graph): {time.perf_counter() - t0:.2f} s")
     t0 = time.perf_counter()
     g = random_graph(args.tasks, seed=0)
     print(

@@ -271,19 +271,23 @@ BENCHES = [
         ["--repeat", "3"],
         ["--repeat", "1"],
         {
+            "version": r"start-up lumos --version: ([\d.]+) s",
+            "bare": r"start-up python -c pass: ([\d.]+) s",
+            "info": r"start-up lumos info 35 KB trace: ([\d.]+) s",
             "penalty": r"first-run penalty: median (-?[\d.]+) s",
-            "max": r"first-run penalty: median -?[\d.]+ s, max (-?[\d.]+) s",
             "ratio": r"first/second ratio: median ([\d.]+)x",
-            "compile": r"\(python -m lumos._jit\): ([\d.]+) s",
             "*per": r"\(medians\), penalty (-?[\d.]+) s",
+            "chakra": r"first Chakra read in a process: [^\n]*: ([\d.]+)x",
+            "left": r"commands: [\d.]+ s, (\d+) processes left",
         },
         (
-            "first command after install (empty compile cache): `lumos replay` of the bundled "
+            "one process: start-up; first command after install (`lumos replay` of the bundled "
             "example, df_index_resolver and upstream's chakra.0.et, `lumos info chakra.0.et`, "
-            "`lumos convert df_index_resolver`",
-            "{penalty} s slower than the second run (median; max {max} s; per command, medians "
-            "{per} s), {ratio}x; compiling everything (every kernel, then the Chakra codec and "
-            "the other functions `lumos.warmup` uses) takes {compile} s, in the background",
+            "`lumos convert df_index_resolver`) against the second",
+            "`lumos --version` {version} s (bare Python {bare} s), `lumos info` of a 35 KB trace "
+            "{info} s; a first command {penalty} s slower than the second (median; per command, "
+            "medians {per} s), {ratio}x; the first Chakra read in a process {chakra}x the "
+            "second; a loop of 16 commands leaves {left} processes",
         ),
     ),
     Bench("collect", "bench_collect.py", [], None),

@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from tests.realdata import realdata_root, skip_reason
 
-# no background compiler from the CLI verbs tests run (tests of the warmer set it themselves)
-os.environ.setdefault("LUMOS_JIT_BACKGROUND", "0")
-
 #: Test data lumos collected or wrote itself (each folder says how, in its PROVENANCE.md).
 #: Third-party traces are never copied here: they are read in place through tests/realdata.py.
 DATA = Path(__file__).parent / "data"
-
-
-@pytest.fixture(autouse=True)
-def _chakra_codec_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chakra files and their attribute values decode, and files encode, compiled in every test,
-    whatever numba's cache holds: otherwise a fresh checkout would test the Python decoders and
-    the NumPy encoders of a first command (``lumos.chakra._wire_py``,
-    ``lumos.chakra._wire_attr_py``, ``lumos.chakra._encode_py``) on small files and a warm one
-    the compiled ones. ``tests/chakra/test_wire_py.py``, ``test_wire_attr_py.py`` and
-    ``test_encode_py.py`` run them side by side."""
-    from lumos.chakra import _wire_py
-
-    monkeypatch.setattr(_wire_py, "_compiled_only", True)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ The pipeline, one noun per stage (see the README)::
     replay                         -> measured vs predicted       (lumos.replay)
 
 Names are imported on first use, so ``import lumos`` stays cheap (the simulator and the Chakra
-codec compile with numba).
+codec load compiled extensions and NumPy).
 
 >>> import lumos
 >>> trace = lumos.read_kineto(lumos.example_trace_path())

@@ -1,8 +1,3 @@
-"""The installed lumos version (single source: the package metadata)."""
+"""The lumos version (single source: ``pyproject.toml`` reads it from here)."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("lumos")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+__version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """Hostile Chakra input (issue #13): never hang, never exceed memory, never silently wrong.
 
-Each case is a minimal file built here. The decoder is compiled (numba): a hang in it ignores
+Each case is a minimal file built here. The decoder is compiled (Cython): a hang in it ignores
 ``signal.alarm`` and Ctrl-C alike (signal handlers run only between Python bytecodes), and
 pytest-timeout is not a dependency, so every read that once hung runs in a child process with a
 deadline (:func:`_read_guarded`): a hang fails the test instead of stalling the suite.

@@ -21,6 +21,7 @@ def test_defaults_from_env_with_only_a_dir(tmp_path):
     cfg = CollectConfig.from_env({"LUMOS_COLLECT_DIR": str(tmp_path)})
     assert cfg == CollectConfig(run_dir=tmp_path)
     assert (cfg.steps, cfg.warmup, cfg.wait, cfg.execution_trace) == (2, 1, 1, False)
+    assert cfg.memory is True  # allocations are recorded unless asked not to
     assert cfg.total_steps == 4
 
 
@@ -30,11 +31,12 @@ def test_defaults_from_env_with_only_a_dir(tmp_path):
     wait=st.integers(0, 5),
     et=st.booleans(),
     stack=st.booleans(),
+    memory=st.booleans(),
 )
-def test_env_round_trip(steps, warmup, wait, et, stack):
+def test_env_round_trip(steps, warmup, wait, et, stack, memory):
     cfg = CollectConfig(
         run_dir=Path("/tmp/x/run"), steps=steps, warmup=warmup, wait=wait,
-        execution_trace=et, with_stack=stack,
+        execution_trace=et, with_stack=stack, memory=memory,
     )  # fmt: skip
     env = cfg.to_env()
     assert all(k.startswith("LUMOS_COLLECT_") and isinstance(v, str) for k, v in env.items())

@@ -1,5 +1,7 @@
-"""Column-at-a-time JSON numbers: ``str(int)`` and microseconds that parse to the float the
-Perfetto writer means, from numpy and from the compiled kernel, byte for byte the same."""
+"""Rows of JSON written a column at a time (``lumos.report.json_columns``): integers as
+``str(int)``, microseconds that parse to the float the Perfetto writer means (and are its
+``repr`` below 2**50 ns), strings from a table; the compiled kernel and its Python source write
+the same bytes."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from lumos import _compiled
 from lumos.report import json_columns as jc
 from lumos.report.perfetto_structure import us_list as _us
 
@@ -23,42 +26,44 @@ def _values() -> np.ndarray:
     ])  # fmt: skip
 
 
-def _split(rows: bytes) -> list[str]:
-    return rows.decode().split(",")[:-1]
+@pytest.fixture(params=["compiled", "python source"])
+def rows(request, monkeypatch):
+    """``format_rows``, compiled or from the kernel's source run as Python."""
+    if request.param == "python source":
+        twin = _compiled.python_twin("lumos.report._kernels")
+        monkeypatch.setattr(jc, "_format_rows", twin.format_rows)
+    return jc.format_rows
 
 
-def test_ints_are_str_of_int() -> None:
+def _split(text: bytes) -> list[str]:
+    return text.decode().split(",")[:-1]
+
+
+def test_ints_are_str_of_int(rows) -> None:
     v = _values()
-    assert _split(jc.join_rows([jc.int_field(v), b","], len(v))) == [str(x) for x in v.tolist()]
+    assert _split(rows([b"", b","], [(jc.INT, v)], [])) == [str(x) for x in v.tolist()]
 
 
-def test_microseconds_parse_to_the_writers_float_and_are_repr_below_2_pow_50() -> None:
+def test_microseconds_parse_to_the_writers_float_and_are_repr_below_2_pow_50(rows) -> None:
     v = _values()
-    text = _split(jc.join_rows([jc.us_field(v), b","], len(v)))
+    text = _split(rows([b"", b","], [(jc.US, v)], []))
     assert [float(s) for s in text] == _us(v)
     small = np.abs(v) < 2**50
     assert [s for s, m in zip(text, small, strict=True) if m] == [repr(x) for x in _us(v[small])]
     assert text[:6] == ["0.0", "0.001", "-0.001", "0.999", "1.0", "1.001"]
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_rows_mix_constants_numbers_and_strings(monkeypatch, compiled) -> None:
+def test_rows_mix_constants_numbers_and_strings(rows) -> None:
     v = _values()
     names = [json.dumps(s).encode() for s in ["a", 'q"uote\n', "", "ü"]]
     idx = np.arange(len(v)) % len(names)
-    monkeypatch.setattr(jc, "NUMPY_ROWS", 0 if compiled else 10**9)
-    rows = jc.format_rows(
+    text = rows(
         [b'{"i":', b',"u":', b',"s":', b"}\n"], [(jc.INT, v), (jc.US, v), (jc.STRING, idx)], names
     )
-    got = [json.loads(line) for line in rows.decode().splitlines()]
+    got = [json.loads(line) for line in text.decode().splitlines()]
     strings = ["a", 'q"uote\n', "", "ü"]
     us = _us(v)
     assert got == [{"i": int(x), "u": us[k], "s": strings[k % 4]} for k, x in enumerate(v.tolist())]
-    pieces = jc._pieces([b"<", b"|", b"|", b">"], [(jc.INT, v), (jc.US, v), (jc.STRING, idx)],
-                        [v, v, idx], names)  # fmt: skip
-    assert jc.format_rows(
-        [b"<", b"|", b"|", b">"], [(jc.INT, v), (jc.US, v), (jc.STRING, idx)], names
-    ) == jc.join_rows(pieces, len(v))
 
 
 def test_no_rows_and_mismatched_constants() -> None:
@@ -70,6 +75,7 @@ def test_no_rows_and_mismatched_constants() -> None:
 def test_many_rows_are_formatted_a_block_at_a_time_to_the_same_bytes(monkeypatch) -> None:
     v = _values()
     fields = [(jc.INT, v), (jc.US, v)]
-    whole = jc.join_rows(jc._pieces([b"<", b"|", b">"], fields, [v, v], []), len(v))
+    whole = jc.format_rows([b"<", b"|", b">"], fields, [])
     monkeypatch.setattr(jc, "_BLOCK", 1000)
     assert jc.format_rows([b"<", b"|", b">"], fields, []) == whole
+    assert whole.count(b"<") == len(v)

@@ -170,3 +170,60 @@ def test_printing_a_linked_trace_gives_one_short_line():
     assert repr(linked) == (
         "LinkedTrace(rank 0: 36 of 36 ET ops linked (100.0 %), 4 of 4 GPU activities on a node)"
     )
+
+
+def test_top_level_help_lists_every_verb_with_its_own_help_without_importing_it():
+    """``lumos --help`` and ``--version`` import no verb module; the help line each verb shows
+    there is the one its own module registers."""
+    import argparse
+    import subprocess
+    import sys
+
+    from lumos.cli.main import VERB_HELP, build_parser
+
+    full = build_parser()
+    sub = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    assert {a.dest: a.help for a in sub._choices_actions} == VERB_HELP
+    code = (
+        "import sys\nfrom lumos.cli.main import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('lumos.cli.') or m in "
+        "('numpy', 'rich', 'msgspec', 'lumos.graph', 'lumos.sim')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "['lumos.cli.main']"
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Pids of the processes whose environment holds ``marker`` (``NAME=value``)."""
+    from pathlib import Path
+
+    needle = marker.encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except OSError:  # gone, or another user's
+            continue
+    return found
+
+
+@pytest.mark.skipif(not __import__("pathlib").Path("/proc/self/environ").exists(),
+                    reason="needs /proc to list processes")  # fmt: skip
+def test_a_command_leaves_no_process_running(tmp_path):
+    """Nothing is compiled or warmed in the background, and worker pools end with their command:
+    after ``lumos info`` and a two-worker ``lumos replay`` no process they started is left."""
+    import os
+    import subprocess
+    import sys
+
+    from lumos.examples_data import example_trace_path
+
+    marker = f"LUMOS_TEST_LEFT_BEHIND={os.getpid()}"
+    env = {**os.environ, "LUMOS_TEST_LEFT_BEHIND": str(os.getpid())}
+    run = example_trace_path().parent
+    for args in (["info", str(run)], ["replay", str(run), "--workers", "2", "-o", str(tmp_path)]):
+        subprocess.run([sys.executable, "-m", "lumos", *args], env=env, check=True,
+                       capture_output=True)  # fmt: skip
+        assert _processes_with(marker) == [], args

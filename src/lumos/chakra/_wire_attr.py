@@ -1,6 +1,7 @@
-# numba, not mypy, types these kernels (scalars change between Python ints and numpy ints):
-# mypy: disable-error-code="assignment, call-arg"
-"""Compiled decoding of ``AttributeProto`` values, scalar and list, into one value table.
+# cython: boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+# mypy: disable-error-code="valid-type"
+"""Decoding of ``AttributeProto`` values, scalar and list, into one value table (Cython,
+pure-Python mode: see ``setup.py``).
 
 :func:`decode_attr_values` walks the attribute bodies ``buf[off[k]:off[k]+ln[k]]`` and writes
 every value of attribute ``k`` to rows ``ptr[k]:ptr[k+1]`` of two ``int64`` columns:
@@ -20,150 +21,219 @@ several oneof members the last one wins. Strings are not checked for UTF-8 here;
 does that when it turns a span into ``str``.
 
 A malformed attribute's error code (those of :mod:`lumos.chakra._wire`) goes to ``bad[k]``.
+The varint, field-skipping and bit-cast helpers are :mod:`lumos.chakra._wire`'s, called in C
+(``_wire_attr.pxd``).
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
+try:
+    import cython
+except ModuleNotFoundError:  # pragma: no cover - no Cython here: the same source runs as Python
+    from lumos import _cyshim as cython
 
-from lumos.chakra._wire import (
-    _ATTR_WT,
-    E_ATTR_WIRE_TYPE,
-    E_FIELD_PAST_END,
-    _borrow,
-    _skip,
-    _varint,
-    _vcode,
-)
+from lumos.chakra._wire import E_ATTR_WIRE_TYPE, E_FIELD_PAST_END
+
+if not cython.compiled:
+    from lumos.chakra._wire import (
+        _attr_wire_type,
+        _float64_bits,
+        _le,
+        _signed32,
+        _signed64,
+        _skip,
+        _varint,
+        _vcode,
+    )
 
 # base type of each oneof field number (3..32): the scalar field and its list share one
-_B_DOUBLE, _B_FLOAT, _B_INT32, _B_UINT32, _B_ZIGZAG, _B_FIX32, _B_SFIX32, _B_FIX64 = range(8)
-_B_BOOL, _B_STRING, _B_VARINT64 = 8, 9, 10
-_BASE = np.array(
-    [-1, -1, -1]
-    + [_B_DOUBLE] * 2
-    + [_B_FLOAT] * 2
-    + [_B_INT32] * 2
-    + [_B_VARINT64] * 2  # int64
-    + [_B_UINT32] * 2
-    + [_B_VARINT64] * 2  # uint64
-    + [_B_ZIGZAG] * 4  # sint32, sint64
-    + [_B_FIX32] * 2
-    + [_B_FIX64] * 2
-    + [_B_SFIX32] * 2
-    + [_B_FIX64] * 2  # sfixed64: the same 64 bits
-    + [_B_BOOL] * 2
-    + [_B_STRING] * 4,  # string, bytes
-    dtype=np.int64,
-)
-# wire type of one element of each base (string: length-delimited)
-_ELEM_WT = np.array([1, 5, 0, 0, 0, 5, 5, 1, 0, 2, 0], dtype=np.int64)
+_B_DOUBLE = cython.declare(cython.int, 0)
+_B_FLOAT = cython.declare(cython.int, 1)
+_B_INT32 = cython.declare(cython.int, 2)
+_B_UINT32 = cython.declare(cython.int, 3)
+_B_ZIGZAG = cython.declare(cython.int, 4)
+_B_FIX32 = cython.declare(cython.int, 5)
+_B_SFIX32 = cython.declare(cython.int, 6)
+_B_FIX64 = cython.declare(cython.int, 7)
+_B_BOOL = cython.declare(cython.int, 8)
+_B_STRING = cython.declare(cython.int, 9)
+_B_VARINT64 = cython.declare(cython.int, 10)
+_ATTR_WIRE_TYPE = cython.declare(cython.int, E_ATTR_WIRE_TYPE)
+_FIELD_PAST_END = cython.declare(cython.int, E_FIELD_PAST_END)
+_LOW32 = cython.declare(cython.ulonglong, 0xFFFFFFFF)
 
 
-@njit(cache=True, inline="always")
-def _le(buf, p, width):  # pragma: no cover - compiled
-    """Little-endian unsigned integer of ``width`` bytes at ``buf[p]``."""
-    v = np.uint64(0)
-    for j in range(width):
-        v |= np.uint64(buf[p + j]) << np.uint64(8 * j)
-    return v
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _base(fno: cython.longlong) -> cython.int:
+    """The base type of oneof field ``fno`` (3..32)."""
+    scalar: cython.longlong = fno - 1 + fno % 2  # a list's field number is its scalar's + 1
+    if scalar == 3:
+        return _B_DOUBLE
+    if scalar == 5:
+        return _B_FLOAT
+    if scalar == 7:
+        return _B_INT32
+    if scalar == 11:
+        return _B_UINT32
+    if scalar == 15 or scalar == 17:  # sint32, sint64
+        return _B_ZIGZAG
+    if scalar == 19:
+        return _B_FIX32
+    if scalar == 21 or scalar == 25:  # fixed64, sfixed64: the same 64 bits
+        return _B_FIX64
+    if scalar == 23:
+        return _B_SFIX32
+    if scalar == 27:
+        return _B_BOOL
+    if scalar == 29 or scalar == 31:  # string, bytes
+        return _B_STRING
+    return _B_VARINT64  # int64, uint64
 
 
-@njit(cache=True, inline="always")
-def _element(buf, p, e, base, val, val_len, j, lim, scratch):  # pragma: no cover - compiled
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _element_wire_type(base: cython.int) -> cython.longlong:
+    """The wire type of one element of ``base`` (string: length-delimited)."""
+    if base in (_B_DOUBLE, _B_FIX64):
+        return 1
+    if base in (_B_FLOAT, _B_FIX32, _B_SFIX32):
+        return 5
+    if base == _B_STRING:
+        return 2
+    return 0
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _element(
+    buf: cython.const[cython.uchar][::1],
+    p: cython.Py_ssize_t,
+    e: cython.Py_ssize_t,
+    base: cython.int,
+    val: cython.longlong[::1],
+    val_len: cython.longlong[::1],
+    j: cython.Py_ssize_t,
+    lim: cython.Py_ssize_t,
+) -> cython.Py_ssize_t:
     """Decode one element of ``base`` at ``buf[p:e]`` into row ``j`` when ``j < lim``; the next
-    position, or a negative error code. ``scratch`` is ``(uint32[1], float64[1])``, reused for
-    the bit casts of ``float``."""
-    fill = j < lim
-    wt = _ELEM_WT[base]
+    position, or a negative error code."""
+    fill: cython.bint = j < lim
+    wt: cython.longlong = _element_wire_type(base)
+    v: cython.ulonglong
+    width: cython.Py_ssize_t
     if wt == 0:
         v, p = _varint(buf, p, e)
         if p < 0:
             return -_vcode(p)
         if fill:
             if base == _B_ZIGZAG:
-                val[j] = np.int64(v >> np.uint64(1)) ^ -np.int64(v & np.uint64(1))
+                val[j] = cython.cast(cython.longlong, v >> 1) ^ -cython.cast(cython.longlong, v & 1)
             elif base == _B_BOOL:
-                val[j] = 1 if v != np.uint64(0) else 0
+                val[j] = 1 if v != 0 else 0
             elif base == _B_INT32:  # the low 32 bits, signed
-                val[j] = np.int64(np.int32(np.uint32(v & np.uint64(0xFFFFFFFF))))
+                val[j] = _signed32(v)
             elif base == _B_UINT32:
-                val[j] = np.int64(v & np.uint64(0xFFFFFFFF))
+                val[j] = cython.cast(cython.longlong, v & _LOW32)
             else:
-                val[j] = np.int64(v)
+                val[j] = _signed64(v)
             val_len[j] = 0
         return p
     if wt == 2:
-        ln, p = _varint(buf, p, e)
+        v, p = _varint(buf, p, e)
         if p < 0:
             return -_vcode(p)
-        if ln > np.uint64(e - p):
-            return -E_FIELD_PAST_END
+        if v > cython.cast(cython.ulonglong, e - p):
+            return -_FIELD_PAST_END
         if fill:
             val[j] = p
-            val_len[j] = np.int64(ln)
-        return p + np.int64(ln)
+            val_len[j] = cython.cast(cython.longlong, v)
+        return p + cython.cast(cython.Py_ssize_t, v)
     width = 8 if wt == 1 else 4
     if p + width > e:
-        return -E_FIELD_PAST_END
+        return -_FIELD_PAST_END
     if fill:
-        bits = _le(buf, p, width)
+        v = _le(buf, p, width)
         if base == _B_FLOAT:  # stored as the float64 of the float32
-            u32, f64 = scratch
-            u32[0] = np.uint32(bits)
-            f64[0] = np.float64(u32.view(np.float32)[0])
-            val[j] = f64.view(np.int64)[0]
+            val[j] = _signed64(_float64_bits(v))
         elif base == _B_SFIX32:
-            val[j] = np.int64(np.int32(np.uint32(bits)))
+            val[j] = _signed32(v)
         else:  # double bits, fixed32, fixed64, sfixed64
-            val[j] = np.int64(bits)
+            val[j] = _signed64(v)
         val_len[j] = 0
     return p + width
 
 
-@njit(cache=True)
-def decode_attr_values(buf, off, ln, fill, ptr, val, val_len, bad):  # pragma: no cover
+def decode_attr_values(
+    buf: cython.const[cython.uchar][::1],
+    off: cython.const[cython.longlong][::1],
+    ln: cython.const[cython.longlong][::1],
+    fill: cython.bint,
+    ptr: cython.longlong[::1],
+    val: cython.longlong[::1],
+    val_len: cython.longlong[::1],
+    bad: cython.schar[::1],
+) -> None:
     """Count (``fill=False``: into ``ptr[k + 1]``) or write (``fill=True``) the values of the
     attributes ``k`` whose bodies are ``buf[off[k]:off[k]+ln[k]]``; see the module docstring.
     A malformed attribute gets its error code in ``bad[k]`` (counting) and no values; the others
     are decoded all the same, so one bad attribute fails only where it is asked for."""
-    scratch = (np.zeros(1, dtype=np.uint32), np.zeros(1, dtype=np.float64))
+    k: cython.Py_ssize_t
+    n: cython.Py_ssize_t
+    code: cython.int
     for k in range(off.shape[0]):
         if fill:
             if bad[k] == 0:
-                _one(buf, off[k], off[k] + ln[k], ptr[k], ptr[k + 1], val, val_len, scratch)
+                _one(buf, off[k], off[k] + ln[k], ptr[k], ptr[k + 1], val, val_len)
             continue
-        n, code = _one(buf, off[k], off[k] + ln[k], 0, 0, val, val_len, scratch)
+        n, code = _one(buf, off[k], off[k] + ln[k], 0, 0, val, val_len)
         bad[k] = code
         ptr[k + 1] = n if code == 0 else 0
 
 
-@njit(cache=True)
-def _one(buf, p, e, row, lim, val, val_len, scratch):  # pragma: no cover - compiled
+@cython.cfunc
+@cython.exceptval(check=False)
+def _one(
+    buf: cython.const[cython.uchar][::1],
+    p: cython.Py_ssize_t,
+    e: cython.Py_ssize_t,
+    row: cython.Py_ssize_t,
+    lim: cython.Py_ssize_t,
+    val: cython.longlong[::1],
+    val_len: cython.longlong[::1],
+) -> tuple[cython.Py_ssize_t, cython.int]:
     """``(number of values, error code)`` of the attribute body ``buf[p:e]``, its values written
     to rows ``row..`` below ``lim``."""
-    buf = _borrow(buf)  # no reference counting per inlined helper call (see _wire._borrow)
-    val = _borrow(val)
-    val_len = _borrow(val_len)
-    n = 0  # values of the current oneof member (the last one wins)
+    n: cython.Py_ssize_t = 0  # values of the current oneof member (the last one wins)
+    tag: cython.ulonglong
+    lv: cython.ulonglong
+    fno: cython.longlong
+    wt: cython.longlong
+    f2: cython.longlong
+    w2: cython.longlong
+    base: cython.int
+    q: cython.Py_ssize_t
+    le: cython.Py_ssize_t
+    pe: cython.Py_ssize_t
     while p < e:
         tag, p = _varint(buf, p, e)
         if p < 0:
             return 0, _vcode(p)
-        fno = np.int64(tag >> np.uint64(3))
-        wt = np.int64(tag & np.uint64(7))
-        if fno >= 1 and fno <= 32 and wt != _ATTR_WT[fno]:
-            return 0, E_ATTR_WIRE_TYPE
+        fno = cython.cast(cython.longlong, tag >> 3)
+        wt = cython.cast(cython.longlong, tag & 7)
+        if fno >= 1 and fno <= 32 and wt != _attr_wire_type(fno):
+            return 0, _ATTR_WIRE_TYPE
         if fno < 3 or fno > 32:
             q = _skip(buf, p, e, wt)
             if q < 0:
                 return 0, -q
             p = q
             continue
-        base = _BASE[fno]
+        base = _base(fno)
         if fno % 2 == 1:  # a scalar
-            q = _element(buf, p, e, base, val, val_len, row, lim, scratch)
+            q = _element(buf, p, e, base, val, val_len, row, lim)
             if q < 0:
                 return 0, -q
             p = q
@@ -173,35 +243,35 @@ def _one(buf, p, e, row, lim, val, val_len, scratch):  # pragma: no cover - comp
         lv, p = _varint(buf, p, e)  # a list message: repeated values = 1
         if p < 0:
             return 0, _vcode(p)
-        if lv > np.uint64(e - p):
-            return 0, E_FIELD_PAST_END
-        le = p + np.int64(lv)
+        if lv > cython.cast(cython.ulonglong, e - p):
+            return 0, _FIELD_PAST_END
+        le = p + cython.cast(cython.Py_ssize_t, lv)
         while p < le:
-            t2, p = _varint(buf, p, le)
+            tag, p = _varint(buf, p, le)
             if p < 0:
                 return 0, _vcode(p)
-            f2 = np.int64(t2 >> np.uint64(3))
-            w2 = np.int64(t2 & np.uint64(7))
+            f2 = cython.cast(cython.longlong, tag >> 3)
+            w2 = cython.cast(cython.longlong, tag & 7)
             if f2 != 1:
                 q = _skip(buf, p, le, w2)
             elif w2 == 2 and base != _B_STRING:  # packed
-                plen, p = _varint(buf, p, le)
+                lv, p = _varint(buf, p, le)
                 if p < 0:
                     return 0, _vcode(p)
-                if plen > np.uint64(le - p):
-                    return 0, E_FIELD_PAST_END
-                pe = p + np.int64(plen)
+                if lv > cython.cast(cython.ulonglong, le - p):
+                    return 0, _FIELD_PAST_END
+                pe = p + cython.cast(cython.Py_ssize_t, lv)
                 q = p
                 while q < pe:
-                    q = _element(buf, q, pe, base, val, val_len, row + n, lim, scratch)
+                    q = _element(buf, q, pe, base, val, val_len, row + n, lim)
                     n += 1
                     if q < 0:
                         break
-            elif w2 == _ELEM_WT[base]:
-                q = _element(buf, p, le, base, val, val_len, row + n, lim, scratch)
+            elif w2 == _element_wire_type(base):
+                q = _element(buf, p, le, base, val, val_len, row + n, lim)
                 n += 1
             else:
-                q = -E_ATTR_WIRE_TYPE
+                q = -_ATTR_WIRE_TYPE
             if q < 0:
                 return 0, -q
             p = q

@@ -1,8 +1,5 @@
 """Attribute values as one columnar table, decoded in compiled code (:mod:`._wire_attr`).
 
-A first command decodes them in Python instead (:mod:`._wire_attr_py`, the same arrays) while
-the compiled decoder is not in numba's cache and the attribute bytes are few.
-
 :class:`AttrTable` holds the values of many ``AttributeProto`` messages (a trace's node
 attributes, or the metadata's) without a Python object per value: attribute row ``k`` has its
 values in rows ``ptr[k]:ptr[k+1]`` of ``val``/``val_len`` (one row for a scalar, one per item
@@ -25,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from lumos.chakra import _wire, _wire_attr, _wire_attr_py
+from lumos.chakra import _wire, _wire_attr
 from lumos.chakra.attrs import Attr, WireError, read_varint
 from lumos.chakra.schema import ATTR_KIND_NAMES
 from lumos.errors import ChakraFormatError
@@ -61,14 +58,12 @@ class AttrTable:
         cls, blob: np.ndarray, off: np.ndarray, ln: np.ndarray, kind: np.ndarray
     ) -> AttrTable:
         """Decode the attribute bodies ``blob[off[k]:off[k]+ln[k]]`` whose oneof kinds are
-        ``kind`` (as :func:`lumos.chakra._wire.decode_nodes` found them), in Python where
-        :func:`lumos.chakra._wire_attr_py.use_python` says so."""
+        ``kind`` (as :func:`lumos.chakra._wire.decode_nodes` found them)."""
         n = off.shape[0]
         off = np.ascontiguousarray(off, dtype=np.int64)
         ln = np.ascontiguousarray(ln, dtype=np.int64)
         kind = np.asarray(kind, dtype=np.int8)
-        if _wire_attr_py.use_python(int(ln.sum())):  # a first command's few values: no compile
-            return cls(blob, kind, *_wire_attr_py.decode_attr_values(blob, off, ln))
+        blob = np.ascontiguousarray(blob, dtype=np.uint8)
         ptr = np.zeros(n + 1, dtype=np.int64)
         bad = np.zeros(n, dtype=np.int8)
         none = np.zeros(0, dtype=np.int64)

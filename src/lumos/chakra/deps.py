@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
-from lumos._jit import INT64, Kernel, array
 from lumos.chakra.trace import ChakraTrace, exact_sum
 from lumos.errors import ChakraFormatError
+from lumos.graph._order import longest_path, successor_csr
 from lumos.graph.algorithms import kahn_order
 
 __all__ = ["DepGraph", "critical_path", "resolve_deps", "topological_order"]
@@ -62,37 +61,15 @@ def resolve_deps(trace: ChakraTrace) -> DepGraph:
     return DepGraph(ptr, preds[order], d_dang, c_dang, uniq[counts > 1])
 
 
-@njit(cache=True)
-def _successor_csr(n, pred_ptr, pred_idx):  # pragma: no cover - compiled
-    """Successor CSR of a predecessor CSR, successors of a row in row order (no sort)."""
-    succ_ptr = np.zeros(n + 1, dtype=np.int64)
-    for i in range(n):
-        for k in range(pred_ptr[i], pred_ptr[i + 1]):
-            succ_ptr[pred_idx[k] + 1] += 1
-    for i in range(n):
-        succ_ptr[i + 1] += succ_ptr[i]
-    fill = succ_ptr.copy()
-    succ = np.empty(len(pred_idx), dtype=np.int32)
-    for i in range(n):
-        for k in range(pred_ptr[i], pred_ptr[i + 1]):
-            p = pred_idx[k]
-            succ[fill[p]] = i
-            fill[p] += 1
-    return succ_ptr, succ
-
-
-#: ``_successors(n, pred_ptr, pred_idx, work=n + edges)`` (:class:`lumos._jit.Kernel`): while
-#: the compiled loop is not cached yet, up to 500k rows + edges in all run interpreted (0.1 s;
-#: its compile takes 0.5 s, 3664 + 184k for upstream's chakra.0.et).
-_I64 = array(np.int64)
-_successors = Kernel(_successor_csr, (INT64, _I64, _I64), max_interpreted=500_000)
-
-
 def topological_order(graph: DepGraph) -> tuple[np.ndarray, np.ndarray]:
     """``(order, blocked)``: rows in dependency order, and rows that never become ready
     (on a cycle or downstream of one); ``blocked`` is empty for an acyclic trace."""
     n = graph.pred_ptr.shape[0] - 1
-    succ_ptr, succ = _successors(n, graph.pred_ptr, graph.pred_idx, work=n + graph.num_edges)
+    succ_ptr, succ = successor_csr(
+        n,
+        np.ascontiguousarray(graph.pred_ptr, dtype=np.int64),
+        np.ascontiguousarray(graph.pred_idx, dtype=np.int64),
+    )
     # the graph package's Kahn (FIFO in row order: deterministic, close to the recorded order)
     no_processor_order = np.full(n, -1, dtype=np.int64)
     order = kahn_order(n, succ_ptr, np.arange(succ.size, dtype=np.int64), succ, no_processor_order)
@@ -125,31 +102,6 @@ def find_cycle(graph: DepGraph, blocked: np.ndarray, limit: int = 12) -> list[in
     return cycle[:limit]
 
 
-@njit(cache=True)
-def _longest_path(order, pred_ptr, pred_idx, dur):  # pragma: no cover - compiled
-    """``(finish, via)``: each row's finish time on the longest chain of its predecessors in
-    ``order`` (a predecessor not in ``order`` has finished at 0) and the predecessor it waits
-    for there (-1 for none)."""
-    n = len(pred_ptr) - 1
-    finish = np.zeros(n, dtype=np.int64)
-    via = np.full(n, -1, dtype=np.int64)
-    for v in order:
-        best = -1
-        for k in range(pred_ptr[v], pred_ptr[v + 1]):
-            p = pred_idx[k]
-            if finish[p] > best:
-                best = finish[p]
-                via[v] = p
-        finish[v] = max(best, 0) + dur[v]
-    return finish, via
-
-
-#: ``_longest(order, pred_ptr, pred_idx, dur, work=n + edges)`` (:class:`lumos._jit.Kernel`):
-#: while the compiled loop is not cached yet, up to 500k rows + edges in all run interpreted
-#: (upstream's chakra.0.et, 1381 rows in order + 184k edges: 4 ms; its compile takes 0.33 s).
-_longest = Kernel(_longest_path, (_I64, _I64, _I64, _I64), max_interpreted=500_000)
-
-
 def critical_path(trace: ChakraTrace, graph: DepGraph | None = None) -> tuple[int, np.ndarray]:
     """``(length in micros, rows on the path in order)``: the longest chain of dependent nodes
     weighted by ``duration_micros`` (nodes blocked by a cycle are left out)."""
@@ -162,8 +114,12 @@ def critical_path(trace: ChakraTrace, graph: DepGraph | None = None) -> tuple[in
             trace.path, "durations add up to 2**63 us or more: no critical path in int64 micros"
         )
     dur = trace.duration_micros.astype(np.int64)
-    work = order.size + graph.num_edges
-    finish, via = _longest(order, graph.pred_ptr, graph.pred_idx, dur, work=work)
+    finish, via = longest_path(
+        np.ascontiguousarray(order, dtype=np.int64),
+        np.ascontiguousarray(graph.pred_ptr, dtype=np.int64),
+        np.ascontiguousarray(graph.pred_idx, dtype=np.int64),
+        dur,
+    )
     end = int(order[np.argmax(finish[order])])
     path = [end]
     while via[path[-1]] >= 0:

@@ -18,7 +18,7 @@ from xml.sax.saxutils import escape, quoteattr
 from lumos.chakra.attrs import Attr
 from lumos.chakra.schema import NodeType
 from lumos.chakra.trace import ChakraMetadata, ChakraNode, ChakraTrace
-from lumos.chakra.view import NodeView
+from lumos.chakra.view import AttrView, NodeView
 
 __all__ = ["node_to_json", "write_dot", "write_graphml", "write_json"]
 
@@ -33,7 +33,7 @@ def _value(v: Any) -> Any:
     return v
 
 
-def _attrs(attrs: tuple[Attr, ...]) -> list[dict[str, Any]]:
+def _attrs(attrs: tuple[Attr, ...] | tuple[AttrView, ...]) -> list[dict[str, Any]]:
     return [{"name": a.name, "kind": a.kind, "value": _value(a.value)} for a in attrs]
 
 

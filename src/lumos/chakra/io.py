@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from lumos._io import atomic_write, is_gzip
-from lumos.chakra import _encode_py, _wire, _wire_py
+from lumos.chakra import _wire
 from lumos.chakra.attrs import WireError, read_varint, varint_bytes
 from lumos.chakra.io_nodes import decode_node_records, decoded_names
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace, ChakraWorkload
@@ -195,9 +195,7 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
     err = np.zeros(7, dtype=np.int64)
     empty = np.zeros(0, dtype=np.int64)
     max_rec = int(_limit(RECORD_ENV, RECORD_DEFAULT))
-    python = _wire_py.use_python(buf.size)  # a first command's small file: no compile
-    scan = _wire_py.scan_records if python else _wire.scan_records
-    n_rec = scan(buf, 0, buf.size, max_rec, False, empty, empty, err)
+    n_rec = _wire.scan_records(buf, 0, buf.size, max_rec, False, empty, empty, err)
     _raise_scan(path, err, max_rec)
     n_empty = int(err[4])
     if n_empty > _EMPTY_NODES_FREE and n_empty > n_rec - 1 - n_empty:
@@ -212,7 +210,7 @@ def _read_file(path: Path, rank: int | None = None) -> ChakraTrace:
         meta = ChakraMetadata.decode(buf[pos : pos + meta_len].tobytes(), str(path))
     except (WireError, UnicodeDecodeError) as exc:
         raise ChakraFormatError(path, f"GlobalMetadata record does not decode: {exc}") from None
-    c = decode_node_records(path, buf, pos + meta_len, n_rec - 1, err, python)
+    c = decode_node_records(path, buf, pos + meta_len, n_rec - 1, err)
     (node_id, name_idx, node_type, start_us, dur_us, inp_off, inp_len, out_off, out_len,
      ctrl_ptr, ctrl_deps, data_ptr, data_deps, attr_ptr, attr_off, attr_len, attr_name_idx,
      attr_kind, attr_int, attr_float, unk_ptr, unk_off, unk_len, name_rep,
@@ -289,23 +287,24 @@ def _write_file(trace: ChakraTrace, path: Path, gz: bool) -> Path:
     names_blob = (
         np.frombuffer(b"".join(names_raw), dtype=np.uint8) if names_raw else np.zeros(1, np.uint8)
     )
-    python = _encode_py.use_python(_wire.encode_nodes, _encode_py.copied_bytes(trace, names_off))
-    encode = _encode_py.encode_nodes if python else _wire.encode_nodes
+    # the encoder's arrays, C-contiguous in its dtypes (copies only where a trace has others)
+    u8, i32, i64, u64 = np.uint8, np.int32, np.int64, np.uint64
+    t = trace
+    node_cols = tuple(np.ascontiguousarray(a, dtype=dt) for a, dt in (
+        (t.node_id, u64), (t.name_idx, i32), (names_blob, u8), (names_off, i64),
+        (t.node_type, np.int8), (t.start_time_micros, u64), (t.duration_micros, u64),
+        (t.blob, u8), (t.inputs_off, i64), (t.inputs_len, i64), (t.outputs_off, i64),
+        (t.outputs_len, i64), (t.ctrl_ptr, i64), (t.ctrl_deps, u64), (t.data_ptr, i64),
+        (t.data_deps, u64), (t.attr_ptr, i64), (t.attr_off, i64), (t.attr_len, i64),
+        (t.unk_ptr, i64), (t.unk_off, i64), (t.unk_len, i64),
+    ))  # fmt: skip
     with atomic_write(path, "wb") as raw_f:
         f = _gzip.GzipFile(fileobj=raw_f, mode="wb", mtime=0) if gz else raw_f
         meta = trace.metadata.raw
         f.write(varint_bytes(len(meta)) + meta)
         for lo in range(0, trace.num_nodes, _CHUNK_NODES):
             hi = min(lo + _CHUNK_NODES, trace.num_nodes)
-            out = encode(
-                lo, hi, trace.node_id, trace.name_idx, names_blob, names_off, trace.node_type,
-                trace.start_time_micros, trace.duration_micros, trace.blob,
-                trace.inputs_off, trace.inputs_len, trace.outputs_off, trace.outputs_len,
-                trace.ctrl_ptr, trace.ctrl_deps, trace.data_ptr, trace.data_deps,
-                trace.attr_ptr, trace.attr_off, trace.attr_len,
-                trace.unk_ptr, trace.unk_off, trace.unk_len,
-            )  # fmt: skip
-            f.write(out.data)
+            f.write(_wire.encode_nodes(lo, hi, *node_cols).data)
         if gz:
             f.close()
     return path

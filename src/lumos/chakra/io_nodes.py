@@ -1,8 +1,7 @@
 """The node records of a Chakra file decoded into columns: the driver of the one-pass decoder
-(:func:`lumos.chakra._wire.decode_nodes`, or its Python twin for a first command's small files),
-which grows the decoder's arrays when it asks and trims them after, and the error a malformed
-node raises, naming the node by its id when the record still says it. Used by
-:func:`lumos.chakra.io.read_chakra`."""
+(:func:`lumos.chakra._wire.decode_nodes`), which grows the decoder's arrays when it asks and
+trims them after, and the error a malformed node raises, naming the node by its id when the
+record still says it. Used by :func:`lumos.chakra.io.read_chakra`."""
 
 from __future__ import annotations
 
@@ -11,8 +10,8 @@ from typing import NoReturn
 
 import numpy as np
 
-from lumos._spans import grow_table, new_table
-from lumos.chakra import _wire, _wire_py
+from lumos._intern import grow_table, new_table
+from lumos.chakra import _wire
 from lumos.chakra.attrs import WireError, read_varint
 from lumos.errors import ChakraFormatError
 
@@ -58,17 +57,9 @@ _COUNTER = {_wire.GROW_CTRL: _wire.ST_CTRL, _wire.GROW_DATA: _wire.ST_DATA,
             _wire.GROW_ATTR: _wire.ST_ATTR, _wire.GROW_UNK: _wire.ST_UNK}  # fmt: skip
 
 
-def decode_node_records(
-    path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray, python: bool = False
-) -> list:
+def decode_node_records(path: Path, buf: np.ndarray, pos: int, n: int, err: np.ndarray) -> list:
     """Run the one-pass decoder, growing its arrays when it asks; returns the columns trimmed
-    to size, in ``_read_file``'s unpacking order, then the two interned-name span arrays.
-    ``python``: the same from :func:`lumos.chakra._wire_py.decode_nodes` (nothing compiled)."""
-    if python:
-        try:
-            return _wire_py.decode_nodes(buf, pos, n, err)
-        except _wire.MalformedNode:
-            _raise_node(path, buf, err)
+    to size, in ``_read_file``'s unpacking order, then the two interned-name span arrays."""
     cols: dict[str, np.ndarray] = {name: np.empty(n, dt) for name, dt in _NODE_COLS}
     total = max(buf.size - pos, 1)
     # a small first guess (the first regrowth extrapolates), but room for every item of a
@@ -81,13 +72,13 @@ def decode_node_records(
     tables = {k: new_table(cap) for k, cap in (("names", 1024), ("attr_names", 64))}
     st = np.zeros(8, dtype=np.int64)
     st[_wire.ST_POS] = pos
-    tmp8 = np.zeros(8, dtype=np.uint8)
     while True:
+        # the decoder writes the bits of the float values: their column viewed as uint64
+        arrays = [a.view(np.uint64) if a.dtype == np.float64 else a for a in cols.values()]
         try:
             status = _wire.decode_nodes(  # type: ignore[call-arg]
-                buf, buf.size, n, st, *cols.values(), *tables["names"], *tables["attr_names"],
-                tmp8, err,
-            )  # fmt: skip
+                buf, buf.size, n, st, *arrays, *tables["names"], *tables["attr_names"], err
+            )
         except _wire.MalformedNode:
             _raise_node(path, buf, err)
         if status == 0:

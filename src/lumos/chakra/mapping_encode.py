@@ -3,11 +3,9 @@
 :class:`~lumos.chakra.builder.ChakraTraceBuilder` encodes one :class:`Attr` object at a time,
 which costs ~50 us per node with a dozen attributes. Here each attribute is a column (one name,
 one kind, a value per node where a mask is set); the bytes of every ``AttributeProto`` are
-written by one compiled loop, so a graph of a million tasks converts in seconds (a first command,
-before that loop is compiled, runs its NumPy twin :func:`lumos.chakra._encode_py.encode_attributes`
-on up to :data:`~lumos.chakra._encode_py.MAX_BYTES`: the same bytes). Attributes of
-a few nodes that do not fit a column (an ET op's ``op_schema``) come as :class:`Attr` objects and
-are encoded one by one. The bytes are exactly what :func:`lumos.chakra.attrs.encode_attr` writes.
+written by one compiled loop (:func:`lumos.chakra._encode_attrs.encode_attributes`), so a graph
+of a million tasks converts in seconds. Attributes of a few nodes that do not fit a column (an
+ET op's ``op_schema``) come as :class:`Attr` objects and are encoded one by one. The bytes are exactly what :func:`lumos.chakra.attrs.encode_attr` writes.
 """
 
 from __future__ import annotations
@@ -16,10 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
-from lumos.chakra import _encode_py
+from lumos.chakra import _encode_attrs
 from lumos.chakra.attrs import Attr, IOInfo, decode_attr, encode_attr, encode_io_info, varint_bytes
 from lumos.chakra.schema import ATTR_KIND_BY_NAME
 from lumos.chakra.trace import ChakraMetadata, ChakraTrace
@@ -43,35 +40,6 @@ class AttrColumn:
     values: NDArray[np.int64]
     mask: NDArray[np.bool_] | None = None
     strings: tuple[str, ...] = ()
-
-
-@njit(cache=True)
-def _encode(
-    prefix_blob, prefix_off, raw_blob, raw_off, col, mode, value, out_off, out
-):  # pragma: no cover - compiled
-    p = 0
-    for k in range(col.shape[0]):
-        out_off[k] = p
-        c = col[k]
-        for j in range(prefix_off[c], prefix_off[c + 1]):
-            out[p] = prefix_blob[j]
-            p += 1
-        m = mode[c]
-        if m == 2:
-            r = value[k]
-            for j in range(raw_off[r], raw_off[r + 1]):
-                out[p] = raw_blob[j]
-                p += 1
-        else:
-            v = np.int64(value[k])
-            u = np.uint64(v << np.int64(1) ^ v >> np.int64(63)) if m == 1 else np.uint64(v)
-            while u >= np.uint64(0x80):
-                out[p] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
-                u >>= np.uint64(7)
-                p += 1
-            out[p] = np.uint8(u)
-            p += 1
-    return p
 
 
 def _prefix(name: str, kind: str) -> bytes:
@@ -182,8 +150,9 @@ def build_trace(
     bound += int(np.diff(raw_off)[val_of[raw_rows]].sum())
     out = np.empty(bound + 1, dtype=np.uint8)
     attr_off = np.empty(col_of.size, dtype=np.int64)
-    encode = _encode_py.encode_attributes if _encode_py.use_python(_encode, bound) else _encode
-    end = encode(prefix_blob, prefix_off, raw_blob, raw_off, col_of, mode, val_of, attr_off, out)
+    end = _encode_attrs.encode_attributes(
+        prefix_blob, prefix_off, raw_blob, raw_off, col_of, mode, val_of, attr_off, out
+    )
     attr_len = np.diff(np.r_[attr_off, end])
     # inputs / outputs after the attributes in the same blob
     io_parts: list[bytes] = []

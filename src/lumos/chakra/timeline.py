@@ -14,12 +14,11 @@ import json
 from typing import IO
 
 import numpy as np
-from numba import njit
 
-from lumos._jit import INT64, Kernel, array
 from lumos.chakra.deps import resolve_deps, topological_order
 from lumos.chakra.schema import NodeType
 from lumos.chakra.trace import ChakraTrace
+from lumos.graph._order import list_schedule
 
 __all__ = ["PROCESSORS", "schedule", "write_timeline"]
 
@@ -35,41 +34,20 @@ def _processor(trace: ChakraTrace) -> np.ndarray:
     return proc
 
 
-@njit(cache=True)
-def _list_schedule(order, pred_ptr, pred_idx, dur, proc, n_proc):  # pragma: no cover
-    """``(start, end)`` per row: the rows of ``order`` list-scheduled on ``n_proc`` processors
-    (``proc`` per row); start -1 and end 0 for rows not in ``order``."""
-    n = len(pred_ptr) - 1
-    start = np.full(n, -1, dtype=np.int64)
-    end = np.zeros(n, dtype=np.int64)
-    free = np.zeros(n_proc, dtype=np.int64)
-    for v in order:
-        ready = 0
-        for k in range(pred_ptr[v], pred_ptr[v + 1]):
-            ready = max(ready, end[pred_idx[k]])
-        s = max(ready, free[proc[v]])
-        start[v] = s
-        end[v] = s + dur[v]
-        free[proc[v]] = end[v]
-    return start, end
-
-
-_I64 = array(np.int64)
-#: ``_schedule(order, pred_ptr, pred_idx, dur, proc, n_proc, work=n + edges)``
-#: (:class:`lumos._jit.Kernel`): while the compiled loop is not cached yet, up to 500k rows +
-#: edges in all run interpreted (upstream's chakra.0.et, 1381 rows in order + 184k edges:
-#: 0.01 s; its compile takes 0.6 s).
-_schedule = Kernel(_list_schedule, (_I64, _I64, _I64, _I64, _I64, INT64), max_interpreted=500_000)
-
-
 def schedule(trace: ChakraTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(start_us, end_us, processor)`` per node row; start is -1 for blocked nodes."""
     g = resolve_deps(trace)
     order, _ = topological_order(g)
     proc = _processor(trace)
     dur = trace.duration_micros.astype(np.int64)
-    work = order.size + g.num_edges
-    start, end = _schedule(order, g.pred_ptr, g.pred_idx, dur, proc, len(PROCESSORS), work=work)
+    start, end = list_schedule(
+        np.ascontiguousarray(order, dtype=np.int64),
+        np.ascontiguousarray(g.pred_ptr, dtype=np.int64),
+        np.ascontiguousarray(g.pred_idx, dtype=np.int64),
+        dur,
+        proc,
+        len(PROCESSORS),
+    )
     return start, end, proc
 
 

@@ -42,7 +42,7 @@ from lumos.chakra.attr_table import AttrRows, AttrTable
 from lumos.chakra.attrs import Attr, IOInfo, WireError, decode_io_info
 from lumos.chakra.metadata import ChakraMetadata
 from lumos.chakra.schema import ATTR_KIND_NAMES, INTEGER_KINDS, NodeType
-from lumos.chakra.view import NodeView, node_block
+from lumos.chakra.view import NodeView, ViewColumns, node_views
 from lumos.errors import ChakraFormatError
 
 __all__ = [
@@ -61,7 +61,6 @@ _INT_KINDS = np.array(sorted(INTEGER_KINDS), dtype=np.int8)
 _BOOL_KIND = 27
 _UINT64_KINDS = np.array([13, 21], dtype=np.int8)  # uint64_val, fixed64_val
 _STRING_KIND = 29
-_VIEW_BLOCK = 1024  # node rows whose columns iter_nodes turns into Python lists at once
 
 
 def exact_sum(a: np.ndarray) -> int:
@@ -209,6 +208,12 @@ class ChakraTrace:
         return AttrRows(self.blob, self.attr_off, self.attr_len, self.attr_kind, self.attr_ptr,
                         self.node_id, self.path)  # fmt: skip
 
+    @cached_property
+    def view_columns(self) -> ViewColumns:
+        """The columns that node and attribute views read (:class:`lumos.chakra.view.ViewColumns`,
+        made on first use; it holds no reference to the trace)."""
+        return ViewColumns(self)
+
     @property
     def attr_values(self) -> AttrTable:
         """Every attribute's value, scalar or list, as one columnar table (decoded on first
@@ -257,7 +262,7 @@ class ChakraTrace:
         if not -self.num_nodes <= idx < self.num_nodes:
             raise IndexError(f"node row {idx} out of range ({self.num_nodes} nodes)")
         idx %= self.num_nodes
-        return next(node_block(self, idx, idx + 1))
+        return next(node_views(self, idx, idx + 1))
 
     def materialize(self, idx: int) -> ChakraNode:
         """Node row ``idx`` as a frozen :class:`ChakraNode`, every field decoded."""
@@ -277,9 +282,8 @@ class ChakraTrace:
         )
 
     def iter_nodes(self) -> Iterator[NodeView]:
-        """Views of every node in file order, made a block of rows at a time."""
-        for lo in range(0, self.num_nodes, _VIEW_BLOCK):
-            yield from node_block(self, lo, min(lo + _VIEW_BLOCK, self.num_nodes))
+        """Views of every node in file order, each made as it is asked for."""
+        return node_views(self, 0, self.num_nodes)
 
     # ---- id lookup ----------------------------------------------------------------------
     @cached_property

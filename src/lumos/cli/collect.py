@@ -27,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", type=int, default=1, help="iterations skipped first (default 1)")
     p.add_argument("--et", action="store_true", help="also record PyTorch Execution Traces")
     p.add_argument("--stack", action="store_true", help="record Python stacks (slow)")
+    p.add_argument("--no-memory", dest="memory", action="store_false",
+                   help="do not record allocations and frees (recorded by default: profile_memory)")  # fmt: skip
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
     p.set_defaults(func=run, out_kind="dir")
 
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     config = CollectConfig(
         run_dir=args.out, steps=args.steps, warmup=args.warmup, wait=args.wait,
-        execution_trace=args.et, with_stack=args.stack,
+        execution_trace=args.et, with_stack=args.stack, memory=args.memory,
     )  # fmt: skip
     result = run_collect(config, command)
     if result.manifest is not None:

@@ -22,10 +22,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 
-from lumos._io import check_writable
 from lumos._version import __version__
 from lumos.errors import LumosError
-from lumos.parallel import check_dask
 
 # Modules under lumos.cli, one per verb (or verb group), in the order `lumos --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -45,10 +43,30 @@ COMMAND_MODULES: tuple[str, ...] = (
     "synth",
     "bench",
 )
+#: Each verb's one-line help, so that ``lumos --help`` and ``lumos --version`` import no verb
+#: module (``tests/unit/test_cli_polish.py`` keeps them equal to the verbs' own help lines).
+VERB_HELP: dict[str, str] = {
+    "collect": "run a training command with per-rank trace collection",
+    "demo": "collect the bundled GPT workload on 2 CPU ranks, replay it and write a report "
+    "(without torch: replay the bundled recording of it)",
+    "report": "HTML report (and SVG/PNG figures) of a replay result",
+    "info": "summarize Kineto, PyTorch ET or Chakra traces",
+    "replay": "replay traces in the simulator; predicted vs measured step time",
+    "analyze": "top kernels and ops, stream idle time, overlap, stragglers (CSV or JSON)",
+    "diff": "compare two traces or replays: steps, kernel classes, kernels, ops",
+    "estimate": "what-if: predict step time for another configuration",
+    "layers": "show the layers and model configuration found in a trace",
+    "link": "link a PyTorch ET to its Kineto trace and report the match rate per rank",
+    "chakra": "read, check, convert and generate MLCommons Chakra ETs",
+    "convert": "convert Kineto traces (and PyTorch ETs) to Chakra ETs, one per rank",
+    "comm": "predict a collective's time (alpha-beta or ASTRA-sim-compatible); calibrate",
+    "synth": "synthetic workloads learned from traces",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every registered verb."""
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every verb registered, or only ``verb`` (the others listed by
+    name and help, their modules not imported)."""
     parser = argparse.ArgumentParser(
         prog="lumos",
         description="Trace-driven performance modeling of distributed training: "
@@ -60,12 +78,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        module = importlib.import_module(f"lumos.cli.{name}")
-        module.register(sub)
-    for verb in sub.choices.values():
-        _verbose_anywhere(verb)
-        _plain_help(verb)
+        if verb is None or name == verb:
+            module = importlib.import_module(f"lumos.cli.{name}")
+            module.register(sub)
+        else:
+            sub.add_parser(name, help=VERB_HELP[name])
+    for verb_parser in sub.choices.values():
+        _verbose_anywhere(verb_parser)
+        _plain_help(verb_parser)
     return parser
+
+
+def _verb_of(argv: Sequence[str]) -> str | None:
+    """The verb the command line names (its first word that is one), or None."""
+    return next((a for a in argv if a in VERB_HELP), None)
 
 
 _ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|exc):`~?([^`]+)`")
@@ -108,15 +134,12 @@ def _verbose_anywhere(parser: argparse.ArgumentParser) -> None:
                 _verbose_anywhere(child)
 
 
-#: Verbs (by module) after which no background compile starts: ``replay`` starts it itself, as
-#: it begins; ``comm`` and ``collect`` run no compiled code.
-_NO_WARMER = frozenset({"lumos.cli.replay", "lumos.cli.comm", "lumos.cli.collect"})
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the CLI; returns the process exit code. Only the named verb's module is imported."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    verb = _verb_of(words)
+    parser = build_parser(verb if verb is not None else "")
+    args = parser.parse_args(words)
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0 if args.command is None else 2
@@ -124,14 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _sigterm_raises():
             _check_output(args)
             if getattr(args, "dask", None):
-                check_dask(args.dask)
-            code = int(args.func(args) or 0)
-            if args.func.__module__ not in _NO_WARMER:
-                # compile what is not cached yet in the background, once the command is done
-                from lumos._jit import warm_in_background
+                from lumos.parallel import check_dask
 
-                warm_in_background(input_bytes=0)
-            return code
+                check_dask(args.dask)
+            return int(args.func(args) or 0)
     except _Terminated:
         print("lumos: terminated", file=sys.stderr)
         return 143
@@ -176,4 +195,6 @@ def _check_output(args: argparse.Namespace) -> None:
         args, "out", None
     )  # every verb's -o is dest "out" (tests/unit/test_output_option.py)
     if value is not None and str(value) != "-":
+        from lumos._io import check_writable
+
         check_writable(value, kind)

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lumos._jit import warm_in_background
 from lumos.cli._args import add_edit_args, add_parallel_args
 from lumos.cli._progress import progress_bar
 from lumos.ingest.detect import TraceRef, expand_paths
@@ -56,12 +55,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, out_kind="dir")
 
 
-def _input_bytes(refs: list[TraceRef]) -> int:
-    files = {r.path for r in refs if r.data is None}
-    piped = sum(len(r.data) for r in refs if r.data is not None)
-    return piped + sum(p.stat().st_size for p in files if p.is_file())
-
-
 def run(args: argparse.Namespace) -> int:
     """Replay, print the table, write the outputs."""
     if getattr(args, "chakra_only", False):
@@ -75,8 +68,6 @@ def run(args: argparse.Namespace) -> int:
     scale = parse_scale(args.scale)
     refs = expand_paths(args.paths) if found is None else found  # raises what it found wrong
     n = len(refs)
-    # compile the simulator (if not cached yet) while the traces are read, or after small ones
-    warm_in_background(input_bytes=_input_bytes(refs))
     with progress_bar("building graphs", n) as advance:
         workload, sources = build_workload(
             refs, workers=args.workers, dask_address=args.dask, on_done=advance

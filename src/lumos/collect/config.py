@@ -15,6 +15,8 @@ variable                meaning                                    default
 ``LUMOS_COLLECT_WAIT``  iterations skipped before warm-up           1
 ``LUMOS_COLLECT_ET``    ``1`` records a PyTorch Execution Trace    0
 ``LUMOS_COLLECT_STACK`` ``1`` records Python stacks (slow)          0
+``LUMOS_COLLECT_MEMORY`` ``1`` records allocations and frees       1
+                        (``[memory]`` events, ``profile_memory``)
 ======================  =========================================  =========
 """
 
@@ -40,7 +42,8 @@ class CollectConfig:
 
     ``wait`` iterations run untraced, then ``warmup`` iterations run with the profiler on but
     discarded (first-call costs, allocator growth), then ``steps`` iterations are recorded into
-    one Kineto trace per rank (and one Execution Trace per rank with ``execution_trace``). The
+    one Kineto trace per rank (and one Execution Trace per rank with ``execution_trace``); with ``memory`` every allocation
+    and free of the recorded steps is in the Kineto trace (``profile_memory=True``). The
     job must run at least :attr:`total_steps` iterations for the trace to be written.
     """
 
@@ -50,6 +53,7 @@ class CollectConfig:
     wait: int = 1
     execution_trace: bool = False
     with_stack: bool = False
+    memory: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run_dir", Path(self.run_dir))
@@ -74,6 +78,7 @@ class CollectConfig:
             f"{ENV_PREFIX}WAIT": str(self.wait),
             f"{ENV_PREFIX}ET": "1" if self.execution_trace else "0",
             f"{ENV_PREFIX}STACK": "1" if self.with_stack else "0",
+            f"{ENV_PREFIX}MEMORY": "1" if self.memory else "0",
         }
 
     @classmethod
@@ -94,6 +99,7 @@ class CollectConfig:
             wait=_int(env, "WAIT", 1),
             execution_trace=_bool(env, "ET", False),
             with_stack=_bool(env, "STACK", False),
+            memory=_bool(env, "MEMORY", True),
         )
 
 

@@ -16,7 +16,7 @@ the command line and exit status. Every file is written atomically.
 
     {"format": "lumos.run", "version": 1, "lumos_version": "0.1.0", "torch_version": "2.13.0",
      "world_size": 2, "backend": "gloo", "device": "cpu", "parallel": {"dp": 2},
-     "schedule": {"wait": 1, "warmup": 1, "active": 2}, "execution_trace": true,
+     "schedule": {"wait": 1, "warmup": 1, "active": 2}, "execution_trace": true, "memory": true,
      "command": ["torchrun", ...], "exit_code": 0, "complete": true,
      "ranks": [{"rank": 0, "host": "h", "pid": 1, "device": "cpu", "kineto": "rank0.kineto.json.gz",
                 "et": "rank0.et.json", "argv": [...]}, ...]}
@@ -167,6 +167,7 @@ def build_manifest(
         "parallel": first.get("parallel", {}),
         "schedule": first.get("schedule", {}),
         "execution_trace": bool(first.get("et")),
+        "memory": bool(first.get("memory")),
         "command": list(command) if command is not None else first.get("argv"),
         "exit_code": exit_code,
         "complete": all(r in present for r in range(world_size)),

@@ -125,6 +125,7 @@ class Collector:
             on_trace_ready=self._save_kineto,
             record_shapes=True,
             with_stack=cfg.with_stack,
+            profile_memory=cfg.memory,
             experimental_config=experimental,
             execution_trace_observer=observer,
         )
@@ -191,6 +192,7 @@ class Collector:
             recorded_steps=self.recorded_steps,
             kineto=kineto.name if kineto else None,
             et=self.et_path.name if self.et_path else None,
+            memory=cfg.memory,
             argv=list(sys.argv),
         )
         write_rank_record(cfg.run_dir, record)

@@ -36,10 +36,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos.estimate._repeat import best_repeat
 from lumos.estimate.layer_modules import module_layers
 from lumos.estimate.microbatches import by_phase, microbatch_blocks, phase_of
 from lumos.graph.build_spans import MODULE_PREFIX
@@ -133,7 +133,8 @@ def find_repeat(seq: NDArray[np.int64], min_period: int = MIN_PERIOD) -> tuple[i
     (1, 3, 3)
     """
     seq = np.ascontiguousarray(seq, dtype=np.int64)
-    start, period, count = _best_repeat(seq, _candidate_periods(seq, min_period))
+    periods = np.ascontiguousarray(_candidate_periods(seq, min_period), dtype=np.int64)
+    start, period, count = best_repeat(seq, periods, MISMATCH_SHARE)
     return int(start), int(period), int(count)
 
 
@@ -153,38 +154,6 @@ def _candidate_periods(seq: NDArray[np.int64], min_period: int) -> NDArray[np.in
         return np.zeros(0, dtype=np.int64)
     vals, counts = np.unique(dist, return_counts=True)
     return vals[counts >= min(3, int(counts.max()))].astype(np.int64)
-
-
-@numba.njit(cache=True, nogil=True)
-def _best_repeat(seq: NDArray[np.int64], periods: NDArray[np.int64]) -> tuple[int, int, int]:
-    # O(n^2 / 2): for each period p, the longest run where seq[i] == seq[i + p] but for at
-    # most MISMATCH_SHARE of any p consecutive positions (one op accumulating a gradient
-    # in place where its neighbour assigns it must not split a layer)
-    n = len(seq)
-    best = (0, 0, 0)
-    best_cover = 0
-    cum = np.zeros(n + 1, dtype=np.int64)
-    for p in periods:
-        m = n - p
-        budget = max(1, int(p * MISMATCH_SHARE))
-        for i in range(m):
-            cum[i + 1] = cum[i] + (seq[i] != seq[i + p])
-        start, last = -1, -1
-        for i in range(m + 1):
-            if i < m and seq[i] == seq[i + p]:
-                if start < 0:
-                    start = i
-                last = i
-                continue
-            if start < 0:
-                continue
-            if i < m and cum[i + 1] - cum[max(start, i - p + 1)] <= budget:
-                continue
-            count = (last + 1 - start + p) // p
-            if count >= 2 and count * p > best_cover:
-                best, best_cover = (start, p, count), count * p
-            start = -1
-    return best
 
 
 def _repeats(

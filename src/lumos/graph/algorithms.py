@@ -1,6 +1,6 @@
 """Graph algorithms on :class:`~lumos.graph.model.ExecGraph`: topological order, collective matching.
 
-The hot loops are small numba kernels over the CSR arrays; the Python layer only prepares arrays.
+The hot loop (:mod:`lumos.graph._order`) is compiled; the Python layer only prepares arrays.
 """
 
 from __future__ import annotations
@@ -8,12 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos._jit import INT64, Kernel, array
 from lumos.diagnostics import Diagnostics
+from lumos.graph._order import kahn_fifo
 from lumos.graph.model import COMM_TASK_KINDS, CommType, ExecGraph, Workload
 
 __all__ = [
@@ -35,47 +34,6 @@ def processor_successor(g: ExecGraph) -> NDArray[np.int64]:
     return succ
 
 
-@numba.njit(cache=True, nogil=True)
-def _kahn_fifo(n, out_ptr, out_edge, dst, succ):  # pragma: no cover - compiled
-    """:func:`kahn_order`'s loop: ``(queue, length)``, the order being ``queue[:length]``."""
-    indeg = np.zeros(n, dtype=np.int64)
-    for e in range(len(dst)):
-        indeg[dst[e]] += 1
-    for t in range(n):
-        if succ[t] >= 0:
-            indeg[succ[t]] += 1
-    queue = np.empty(n, dtype=np.int64)
-    head = 0
-    tail = 0
-    for t in range(n):
-        if indeg[t] == 0:
-            queue[tail] = t
-            tail += 1
-    while head < tail:
-        t = queue[head]
-        head += 1
-        for k in range(out_ptr[t], out_ptr[t + 1]):
-            d = dst[out_edge[k]]
-            indeg[d] -= 1
-            if indeg[d] == 0:
-                queue[tail] = d
-                tail += 1
-        s = succ[t]
-        if s >= 0:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                queue[tail] = s
-                tail += 1
-    return queue, tail
-
-
-_I64 = array(np.int64)
-#: ``_kahn(n, out_ptr, out_edge, dst, succ, work=n + edges)`` (:class:`lumos._jit.Kernel`):
-#: while the compiled loop is not cached yet, up to 500k tasks + edges in all run interpreted
-#: (0.05-0.1 s; its compile takes 0.6 s, 3664 + 184k for upstream's chakra.0.et).
-_kahn = Kernel(_kahn_fifo, (INT64, _I64, _I64, array(np.int32), _I64), max_interpreted=500_000)
-
-
 def kahn_order(
     n: int,
     out_ptr: NDArray[np.int64],
@@ -89,7 +47,13 @@ def kahn_order(
     ``dst[e]``; ``succ[t]`` (or -1) is one more successor (the next task on a processor).
     Shorter than ``n`` exactly when there is a cycle.
     """
-    queue, length = _kahn(n, out_ptr, out_edge, dst, succ, work=n + len(dst))
+    queue, length = kahn_fifo(
+        n,
+        np.ascontiguousarray(out_ptr, dtype=np.int64),
+        np.ascontiguousarray(out_edge, dtype=np.int64),
+        np.ascontiguousarray(dst, dtype=np.int32),
+        np.ascontiguousarray(succ, dtype=np.int64),
+    )
     return queue[:length]
 
 

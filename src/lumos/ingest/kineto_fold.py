@@ -3,7 +3,7 @@
 Gives the accumulator exactly what :meth:`Accumulator.add` gives it for the same events
 decoded the usual way (tests compare the two on real traces of every kind, hand-written corner
 cases and random traces), with the work done per *unique* string and in numpy rather than per
-event in Python: names and categories are interned by the scan (:mod:`lumos._spans`) and
+event in Python: names and categories are interned by the scan (:mod:`lumos._intern`) and
 decoded once each, and only the events that carry metadata (collectives, shapes of the ops the
 cost model reads, CUDA syncs), thread names and forward/backward flows are decoded one by one.
 
@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from lumos._spans import Table, grow_table, new_table
+from lumos._intern import Table, grow_table, new_table
 from lumos.ingest.kineto_columns import ID_COLUMNS, Accumulator, meta_name, proc_int
 from lumos.ingest.kineto_scan import FLOAT_FIELDS, INT_FIELDS
 from lumos.ingest.kineto_schema import (
@@ -78,8 +78,8 @@ _NO_ARGS = _MetaArgs()
 
 class ScanState:
     """What the scan and the fold keep between chunks: the scan's string tables
-    (:mod:`lumos._spans`) and their row counts, and per string what lumos made of it (its text,
-    interned id)."""
+    (:func:`lumos._intern.new_table`, filled by :func:`lumos._intern.intern_span`) and their row
+    counts, and per string what lumos made of it (its text, interned id)."""
 
     def __init__(self) -> None:
         self.tables: list[Table] = [new_table(_FIRST_ROWS) for _ in range(3)]  # cats, names, dims

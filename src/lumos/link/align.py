@@ -21,8 +21,9 @@ from __future__ import annotations
 import difflib
 from bisect import bisect_left
 
-import numba
 import numpy as np
+
+from lumos.link._lcs import lcs
 
 __all__ = ["align", "best_window"]
 
@@ -136,37 +137,10 @@ def _lcs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n, m = len(a), len(b)
     ia = np.empty(min(n, m), dtype=np.int64)
     ib = np.empty(min(n, m), dtype=np.int64)
-    k = _lcs_kernel(a, b, ia, ib)
+    k = lcs(
+        np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(b, dtype=np.int64), ia, ib
+    )
     return ia[:k], ib[:k]
-
-
-@numba.njit(cache=True, nogil=True)
-def _lcs_kernel(
-    a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray
-) -> int:  # pragma: no cover
-    n, m = a.shape[0], b.shape[0]
-    table = np.zeros((n + 1, m + 1), dtype=np.int32)
-    for i in range(n - 1, -1, -1):
-        for j in range(m - 1, -1, -1):
-            if a[i] == b[j]:
-                table[i, j] = table[i + 1, j + 1] + 1
-            elif table[i + 1, j] >= table[i, j + 1]:
-                table[i, j] = table[i + 1, j]
-            else:
-                table[i, j] = table[i, j + 1]
-    i = j = k = 0
-    while i < n and j < m:
-        if a[i] == b[j]:
-            ia[k] = i
-            ib[k] = j
-            k += 1
-            i += 1
-            j += 1
-        elif table[i + 1, j] >= table[i, j + 1]:
-            i += 1
-        else:
-            j += 1
-    return k
 
 
 def best_window(a: np.ndarray, b: np.ndarray, head: int = 3, max_candidates: int = 512) -> int:

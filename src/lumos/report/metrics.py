@@ -24,13 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos._jit import INT64, Kernel, array
 from lumos.graph.build_tasks import MARK, START
 from lumos.graph.model import GPU_TASK_KINDS, DepKind, ExecGraph, ProcessorKind, TaskKind
+from lumos.report._kernels import walk_path
 from lumos.report.ops import task_ops
 from lumos.report.time_classes import step_time_classes
 from lumos.report.timeline import measured_window, predicted_window
@@ -270,43 +269,6 @@ class CriticalPath:
         return {k: v / total for k, v in self.kind_ns.items()}
 
 
-@numba.njit(cache=True, nogil=True)
-def _walk_path(start, end, cause_kind, cause_ref, edge_src, last):  # pragma: no cover - compiled
-    path = np.empty(len(start), dtype=np.int64)
-    gap = np.zeros(len(start), dtype=np.int64)
-    via = np.zeros(len(start), dtype=np.int8)  # cause kind that explains gap[k]
-    via_ref = np.full(len(start), -1, dtype=np.int64)
-    k = 0
-    t = last
-    while t >= 0:
-        path[k] = t
-        kind = cause_kind[t]
-        if kind == _kernel.CAUSE_COLLECTIVE:
-            # same start as the last arrival: continue from *its* cause
-            t2 = cause_ref[t]
-            kind = cause_kind[t2]
-            ref = cause_ref[t2]
-        else:
-            ref = cause_ref[t]
-        via[k] = kind
-        via_ref[k] = ref
-        if kind == _kernel.CAUSE_NONE:
-            gap[k] = start[t]
-            k += 1
-            break
-        p = edge_src[ref] if kind == _kernel.CAUSE_EDGE else ref
-        gap[k] = start[t] - end[p]
-        k += 1
-        t = p
-    return path, gap, via, via_ref, k
-
-
-#: The path walk, ``_walk(..., work=n_tasks)``; its arrays hold ``k`` entries (no slices in a
-#: kernel: see :mod:`lumos._jit`).
-_I = array(np.int64)
-_walk = Kernel(_walk_path, (_I, _I, array(np.int8), _I, _I, INT64), max_interpreted=1_000_000)
-
-
 def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
     """Critical path of a simulated run (see :class:`CriticalPath`), to the last task of the
     whole run or, with ``gi``, of that rank (it may cross ranks through collectives); its
@@ -326,8 +288,13 @@ def critical_path(result: SimResult, gi: int | None = None) -> CriticalPath:
         last = (
             lo + int(np.argmax(result.end_ns[lo:hi])) if hi > lo else int(np.argmax(result.end_ns))
         )
-    path, gap, via, via_ref, k = _walk(
-        result.start_ns, result.end_ns, result.cause_kind, result.cause_ref, edge_src, last, work=n
+    path, gap, via, via_ref, k = walk_path(
+        np.ascontiguousarray(result.start_ns, dtype=np.int64),
+        np.ascontiguousarray(result.end_ns, dtype=np.int64),
+        np.ascontiguousarray(result.cause_kind, dtype=np.int8),
+        np.ascontiguousarray(result.cause_ref, dtype=np.int64),
+        np.ascontiguousarray(edge_src, dtype=np.int64),
+        last,
     )
     path, gap, via, via_ref = path[:k], gap[:k], via[:k], via_ref[:k]
     dur = result.end_ns[path] - result.start_ns[path]

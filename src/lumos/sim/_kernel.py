@@ -1,4 +1,6 @@
-"""The compiled replay loop (numba). Domain-light: tasks, processors, edges, waits, rendezvous.
+# cython: boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+# mypy: disable-error-code="valid-type"
+"""The compiled replay loop (Cython, pure-Python mode: see ``setup.py``). Domain-light: tasks, processors, edges, waits, rendezvous.
 
 Everything is a flat int64/int8 array over the *global* task space of a workload (graphs
 concatenated). :mod:`lumos.sim.engine` prepares the arrays and interprets the result; this module
@@ -20,10 +22,12 @@ what makes "launched before the sync started" well defined.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from lumos._jit import Kernel, array
+try:
+    import cython
+except ModuleNotFoundError:  # pragma: no cover - no Cython here: the same source runs as Python
+    from lumos import _cyshim as cython
 
 # cause kinds: why a task started when it did (for the critical path)
 CAUSE_NONE = 0  # started at time 0, nothing to wait for
@@ -36,16 +40,32 @@ LAUNCH = 2  # DepKind.LAUNCH
 #: A LAUNCH edge that only records submission (``simulate(..., launch_paces=False)``): the GPU
 #: task does not wait for it, but synchronizations still wait only for work submitted so far.
 SOFT_LAUNCH = 102
+# the same two as C constants for the loop (the names above are what Python code reads; an
+# annotated module global, ``_X: cython.schar = 2``, would stay a Python dictionary look-up)
+_LAUNCH = cython.declare(cython.schar, LAUNCH)
+_SOFT_LAUNCH = cython.declare(cython.schar, SOFT_LAUNCH)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _less(ht, hk, i, j):  # pragma: no cover - compiled
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _less(
+    ht: cython.longlong[::1], hk: cython.longlong[::1], i: cython.Py_ssize_t, j: cython.Py_ssize_t
+) -> cython.bint:
     return ht[i] < ht[j] or (ht[i] == ht[j] and hk[i] < hk[j])
 
 
-@numba.njit(cache=True, nogil=True)
-def _push(ht, hk, size, t, k):  # pragma: no cover - compiled
-    i = size
+@cython.cfunc
+@cython.exceptval(check=False)
+def _push(
+    ht: cython.longlong[::1],
+    hk: cython.longlong[::1],
+    size: cython.Py_ssize_t,
+    t: cython.longlong,
+    k: cython.longlong,
+) -> cython.Py_ssize_t:
+    i: cython.Py_ssize_t = size
+    p: cython.Py_ssize_t
     ht[i] = t
     hk[i] = k
     while i > 0:
@@ -59,12 +79,17 @@ def _push(ht, hk, size, t, k):  # pragma: no cover - compiled
     return size + 1
 
 
-@numba.njit(cache=True, nogil=True)
-def _pop(ht, hk, size):  # pragma: no cover - compiled
+@cython.cfunc
+@cython.exceptval(check=False)
+def _pop(
+    ht: cython.longlong[::1], hk: cython.longlong[::1], size: cython.Py_ssize_t
+) -> cython.Py_ssize_t:
+    i: cython.Py_ssize_t = 0
+    left: cython.Py_ssize_t
+    c: cython.Py_ssize_t
     size -= 1
     ht[0] = ht[size]
     hk[0] = hk[size]
-    i = 0
     while True:
         left = 2 * i + 1
         if left >= size:
@@ -81,77 +106,103 @@ def _pop(ht, hk, size):  # pragma: no cover - compiled
     return size
 
 
-@numba.njit(cache=True, nogil=True)
-def _run(  # pragma: no cover - compiled
-    dur,  # int64[n]
-    proc,  # int64[n] global processor
-    order,  # int64[n]
-    succ,  # int64[n] next task on the processor or -1
-    has_pred,  # int8[n] 1 if a processor predecessor exists
-    out_ptr,  # int64[n+1] CSR by src
-    out_edge,  # int64[E]
-    e_dst,  # int64[E]
-    e_kind,  # int8[E]
-    e_delay,  # int64[E]
-    in_count,  # int64[n] number of in-edges
-    proc_ptr,  # int64[P+1] processor order CSR
-    proc_task,  # int64[n]
-    launched0,  # int64[P] initial launched prefix per stream (-1)
-    flag0,  # int8[n] 1 for tasks submitted from the start (no launch edge, or not GPU work)
-    wait_ptr,  # int64[n+1] CSR of waits by blocking task
-    w_kind,  # int8[W]
-    w_target,  # int64[W] stream (STREAM / EVENT) or -1
-    w_dev,  # int64[W] global device (DEVICE) or -1
-    w_record,  # int64[W] record task (EVENT) or -1
-    dev_ptr,  # int64[D+1] streams per global device
-    dev_stream,  # int64[...]
-    rec_stream,  # int64[n] stream captured when this task starts (event record) or -1
-    group_of,  # int64[n] rendezvous group or -1
-    grp_ptr,  # int64[G+1]
-    grp_task,  # int64[...]
-    grp_transfer,  # int64[len(grp_task)] per member: how long after the rendezvous it ends
+def run(
+    dur: cython.const[cython.longlong][::1],
+    proc: cython.const[cython.longlong][::1],
+    order: cython.const[cython.longlong][::1],
+    succ: cython.const[cython.longlong][::1],
+    has_pred: cython.const[cython.schar][::1],
+    out_ptr: cython.const[cython.longlong][::1],
+    out_edge: cython.const[cython.longlong][::1],
+    e_dst: cython.const[cython.longlong][::1],
+    e_kind: cython.const[cython.schar][::1],
+    e_delay: cython.const[cython.longlong][::1],
+    in_count: cython.const[cython.longlong][::1],
+    proc_ptr: cython.const[cython.longlong][::1],
+    proc_task: cython.const[cython.longlong][::1],
+    launched0: cython.const[cython.longlong][::1],
+    flag0: cython.const[cython.schar][::1],
+    wait_ptr: cython.const[cython.longlong][::1],
+    w_kind: cython.const[cython.schar][::1],
+    w_target: cython.const[cython.longlong][::1],
+    w_dev: cython.const[cython.longlong][::1],
+    w_record: cython.const[cython.longlong][::1],
+    dev_ptr: cython.const[cython.longlong][::1],
+    dev_stream: cython.const[cython.longlong][::1],
+    rec_stream: cython.const[cython.longlong][::1],
+    group_of: cython.const[cython.longlong][::1],
+    grp_ptr: cython.const[cython.longlong][::1],
+    grp_task: cython.const[cython.longlong][::1],
+    grp_transfer: cython.const[cython.longlong][::1],
 ):
-    n = len(dur)
-    n_proc = len(proc_ptr) - 1
-    start = np.full(n, -1, dtype=np.int64)
-    end = np.full(n, -1, dtype=np.int64)
-    ready = np.zeros(n, dtype=np.int64)
-    pending = in_count.copy()
-    cause_kind = np.zeros(n, dtype=np.int8)
-    cause_ref = np.full(n, -1, dtype=np.int64)
-    phase = np.zeros(n, dtype=np.int8)
-    blocked = np.zeros(n, dtype=np.int64)
-    captured = np.full(n, -1, dtype=np.int64)
-    launched = launched0.copy()
-    flag = flag0.copy()
-    n_groups = len(grp_ptr) - 1
-    arrived = np.zeros(n_groups, dtype=np.int64)
-    latest_t = np.full(n_groups, -1, dtype=np.int64)
-    latest = np.full(n_groups, -1, dtype=np.int64)
-    # blocked waiters: singly linked lists of nodes per target task
-    n_nodes = 0
-    for k in range(len(w_kind)):
+    """Replay the workload the arrays describe (see :mod:`lumos.sim.engine` for each one):
+    ``(start, end, cause_kind, cause_ref, n_started, unrecorded event waits)``; a task that never
+    starts keeps start and end -1."""
+    n: cython.Py_ssize_t = dur.shape[0]
+    start_a = np.full(n, -1, dtype=np.int64)
+    end_a = np.full(n, -1, dtype=np.int64)
+    cause_kind_a = np.zeros(n, dtype=np.int8)
+    cause_ref_a = np.full(n, -1, dtype=np.int64)
+    start: cython.longlong[::1] = start_a
+    end: cython.longlong[::1] = end_a
+    cause_kind: cython.schar[::1] = cause_kind_a
+    cause_ref: cython.longlong[::1] = cause_ref_a
+    ready: cython.longlong[::1] = np.zeros(n, dtype=np.int64)
+    pending: cython.longlong[::1] = np.array(in_count, dtype=np.int64)
+    phase: cython.schar[::1] = np.zeros(n, dtype=np.int8)
+    blocked: cython.longlong[::1] = np.zeros(n, dtype=np.int64)
+    captured: cython.longlong[::1] = np.full(n, -1, dtype=np.int64)
+    launched: cython.longlong[::1] = np.array(launched0, dtype=np.int64)
+    flag: cython.schar[::1] = np.array(flag0, dtype=np.int8)
+    n_groups: cython.Py_ssize_t = grp_ptr.shape[0] - 1
+    arrived: cython.longlong[::1] = np.zeros(n_groups, dtype=np.int64)
+    latest_t: cython.longlong[::1] = np.full(n_groups, -1, dtype=np.int64)
+    latest: cython.longlong[::1] = np.full(n_groups, -1, dtype=np.int64)
+    n_nodes: cython.Py_ssize_t = 0
+    k: cython.Py_ssize_t
+    d: cython.longlong
+    for k in range(w_kind.shape[0]):
         if w_kind[k] == 1:
             d = w_dev[k]
             n_nodes += dev_ptr[d + 1] - dev_ptr[d]
         else:
             n_nodes += 1
-    wl_head = np.full(n, -1, dtype=np.int64)
-    node_task = np.empty(n_nodes, dtype=np.int64)
-    node_next = np.empty(n_nodes, dtype=np.int64)
-    used_nodes = 0
-    unrecorded = 0
-
-    cap = 2 * n + 1
-    ht = np.empty(cap, dtype=np.int64)
-    hk = np.empty(cap, dtype=np.int64)
-    size = 0
+    wl_head: cython.longlong[::1] = np.full(n, -1, dtype=np.int64)
+    node_task: cython.longlong[::1] = np.empty(n_nodes, dtype=np.int64)
+    node_next: cython.longlong[::1] = np.empty(n_nodes, dtype=np.int64)
+    used_nodes: cython.Py_ssize_t = 0
+    unrecorded: cython.longlong = 0
+    cap: cython.Py_ssize_t = 2 * n + 1
+    ht: cython.longlong[::1] = np.empty(cap, dtype=np.int64)
+    hk: cython.longlong[::1] = np.empty(cap, dtype=np.int64)
+    size: cython.Py_ssize_t = 0
+    t: cython.longlong
     for t in range(n):
         pending[t] += has_pred[t]
         if pending[t] == 0:
             size = _push(ht, hk, size, 0, t)
-
-    n_started = 0
+    n_started: cython.longlong = 0
+    now: cython.longlong
+    until: cython.longlong
+    kind: cython.schar
+    lo: cython.longlong
+    hi: cython.longlong
+    j: cython.longlong
+    target: cython.longlong
+    s: cython.longlong
+    rec: cython.longlong
+    g: cython.longlong
+    members_lo: cython.longlong
+    members_hi: cython.longlong
+    first: cython.longlong
+    mi: cython.longlong
+    m: cython.longlong
+    e_end: cython.longlong
+    e: cython.longlong
+    node: cython.longlong
+    w: cython.longlong
+    c: cython.longlong
+    prio: cython.longlong
     while size > 0:
         now = ht[0]
         t = hk[0] % n if n > 0 else 0
@@ -165,14 +216,14 @@ def _run(  # pragma: no cover - compiled
                 kind = w_kind[k]
                 lo = 0
                 hi = 0
-                if kind == 1:  # device
+                if kind == 1:
                     lo = dev_ptr[w_dev[k]]
                     hi = dev_ptr[w_dev[k] + 1]
                 else:
                     hi = 1
                 for j in range(lo, hi):
                     target = -1
-                    if kind == 0:  # stream
+                    if kind == 0:
                         s = w_target[k]
                         if launched[s] >= 0:
                             target = proc_task[proc_ptr[s] + launched[s]]
@@ -180,7 +231,7 @@ def _run(  # pragma: no cover - compiled
                         s = dev_stream[j]
                         if launched[s] >= 0:
                             target = proc_task[proc_ptr[s] + launched[s]]
-                    else:  # event
+                    else:
                         rec = w_record[k]
                         if start[rec] >= 0:
                             target = captured[rec]
@@ -232,10 +283,9 @@ def _run(  # pragma: no cover - compiled
             start[m] = now
             end[m] = e_end
             n_started += 1
-            # launches made by m, then event capture
             for k in range(out_ptr[m], out_ptr[m + 1]):
                 e = out_edge[k]
-                if e_kind[e] == LAUNCH or e_kind[e] == SOFT_LAUNCH:
+                if e_kind[e] == _LAUNCH or e_kind[e] == _SOFT_LAUNCH:
                     d = e_dst[e]
                     s = proc[d]
                     flag[d] = 1
@@ -247,7 +297,6 @@ def _run(  # pragma: no cover - compiled
                 s = rec_stream[m]
                 if launched[s] >= 0:
                     captured[m] = proc_task[proc_ptr[s] + launched[s]]
-            # wake waiters blocked on m
             node = wl_head[m]
             while node >= 0:
                 w = node_task[node]
@@ -259,14 +308,13 @@ def _run(  # pragma: no cover - compiled
                 if blocked[w] == 0:
                     size = _push(ht, hk, size, ready[w], n + w)
                 node = node_next[node]
-            # release successors
             for k in range(out_ptr[m], out_ptr[m + 1]):
                 e = out_edge[k]
-                if e_kind[e] == SOFT_LAUNCH:
+                if e_kind[e] == _SOFT_LAUNCH:
                     continue
                 d = e_dst[e]
                 c = e_end + e_delay[e]
-                if c < now:  # a negative delay never lets dst start before src starts
+                if c < now:
                     c = now
                 if c > ready[d] or (c == ready[d] and cause_kind[d] == 0):
                     ready[d] = c
@@ -286,15 +334,4 @@ def _run(  # pragma: no cover - compiled
                 if pending[s] == 0:
                     prio = n if wait_ptr[s + 1] > wait_ptr[s] else 0
                     size = _push(ht, hk, size, ready[s], prio + s)
-    _ = n_proc
-    return start, end, cause_kind, cause_ref, n_started, unrecorded
-
-
-_I, _B = array(np.int64), array(np.int8)
-#: The replay loop; ``run(*arrays, work=n_tasks)`` (see :class:`lumos._jit.Kernel`). While the
-#: compiled loop is not cached yet, up to 150k tasks in all replay interpreted (about 1 s).
-run = Kernel(
-    _run,
-    (_I, _I, _I, _I, _B, _I, _I, _I, _B, _I, _I, _I, _I, _I, _B, _I, _B) + (_I,) * 10,
-    max_interpreted=150_000,
-)
+    return start_a, end_a, cause_kind_a, cause_ref_a, n_started, unrecorded

@@ -43,6 +43,9 @@ from lumos.sim.result import SimResult
 __all__ = ["simulate"]
 
 _I64 = np.int64
+#: The dtype of each array :func:`lumos.sim._kernel.run` takes, in order.
+_RUN_DTYPES = (_I64,) * 4 + (np.int8,) + (_I64,) * 3 + (np.int8,) + (_I64,) * 5 + (np.int8, _I64,
+               np.int8) + (_I64,) * 10  # fmt: skip
 
 
 def _cat(parts: Sequence[NDArray[Any]], dtype: type = np.int64) -> NDArray[Any]:
@@ -249,12 +252,14 @@ class _Run:
         group_of = np.full(n, -1, dtype=_I64)
         group_of[grp_task] = np.repeat(np.arange(len(grp_sizes), dtype=_I64), grp_sizes)
 
-        start, end, cause_kind, cause_ref, n_started, unrecorded = _kernel.run(
+        arrays = (
             dur, proc, order, succ, has_pred, out_ptr, out_edge, e_dst, e_kind, e_delay,
             in_count, proc_ptr, proc_task, launched0, flag0, wait_ptr, wk, wtg, wdv, wrc,
             dev_ptr, dev_stream, rec_stream, group_of, grp_ptr, grp_task, transfer[keep_member],
-            work=n,
         )  # fmt: skip
+        start, end, cause_kind, cause_ref, n_started, unrecorded = _kernel.run(
+            *(np.ascontiguousarray(a, dtype=t) for a, t in zip(arrays, _RUN_DTYPES, strict=True))
+        )
         if unrecorded:
             diags.warn("event_wait_before_record", "", int(unrecorded))
         self.start, self.end, self.n_started = start, end, int(n_started)

@@ -41,11 +41,11 @@ metric                                 value
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
 from lumos.errors import GraphError
+from lumos.graph._order import chain_depth as _chain_depth
 from lumos.graph.algorithms import topological_order
 from lumos.graph.build_tasks import START
 from lumos.graph.model import (
@@ -108,17 +108,6 @@ def task_steps(result: SimResult, gi: int) -> tuple[NDArray[np.int64], int]:
     return step, max(int(step.max()) + 1 if len(step) else 0, 1)
 
 
-@numba.njit(cache=True, nogil=True)
-def _depth(order, out_ptr, out_edge, dst, step):  # pragma: no cover - compiled
-    depth = np.ones(len(step), dtype=np.int64)
-    for t in order:
-        for k in range(out_ptr[t], out_ptr[t + 1]):
-            d = dst[out_edge[k]]
-            if step[d] == step[t] and depth[t] + 1 > depth[d]:
-                depth[d] = depth[t] + 1
-    return depth
-
-
 def chain_depth(graph: ExecGraph, step: NDArray[np.int64]) -> NDArray[np.int64]:
     """Per task, the number of tasks on the longest chain of fixed dependencies that ends at it
     and stays inside its step (``step[src] == step[dst]``): 1 for a task with no predecessor
@@ -127,7 +116,13 @@ def chain_depth(graph: ExecGraph, step: NDArray[np.int64]) -> NDArray[np.int64]:
     if len(order) < graph.num_tasks:
         raise GraphError("the graph has a dependency cycle: no longest chain")
     out_ptr, out_edge = graph.csr_out()
-    return _depth(order, out_ptr, out_edge, graph.edges.dst, np.asarray(step, dtype=np.int64))
+    return _chain_depth(
+        np.ascontiguousarray(order, dtype=np.int64),
+        np.ascontiguousarray(out_ptr, dtype=np.int64),
+        np.ascontiguousarray(out_edge, dtype=np.int64),
+        np.ascontiguousarray(graph.edges.dst, dtype=np.int32),
+        np.ascontiguousarray(step, dtype=np.int64),
+    )
 
 
 def _quantiles(sizes: NDArray[np.int64]) -> list[float | None]:
