@@ -61,6 +61,7 @@ VERB_HELP: dict[str, str] = {
     "convert": "convert Kineto traces (and PyTorch ETs) to Chakra ETs, one per rank",
     "comm": "predict a collective's time (alpha-beta or ASTRA-sim-compatible); calibrate",
     "synth": "synthetic workloads learned from traces",
+    "bench": "execute a PyTorch or Chakra ET on this machine: a benchmark from a trace",
 }
 
 
