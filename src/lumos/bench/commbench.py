@@ -106,7 +106,7 @@ def run_comms(job: Any, plan: RankPlan, torch: Any, comm: Any, out: Path, progre
         dist.barrier()
         raw = out / f".{kineto_name(job.rank)}.json"
         et_path = out / et_name(job.rank) if job.et else None
-        prof = _profile(torch, job, et_path)
+        prof = _profile(torch, job, et_path, warm_up=False)
         with prof:
             samples = one_pass(torch.profiler.record_function)
         prof.export_chrome_trace(str(raw))

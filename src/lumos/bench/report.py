@@ -19,7 +19,11 @@ key                      meaning
 ``substituted``          GPU-only op -> the twin it ran as
 ``median``               median step, source and executed, over the steps both have
 ``classes[]``            per op class: time per step (summed over ranks), source and executed
-``source``               paths, ``kind``, ``timing`` (recorded, replayed or null)
+``source``               paths, ``kind``, ``timing`` (recorded, replayed or null), and whether
+                         the timed run recorded an Execution Trace (``execution_trace``) and
+                         allocations (``memory``) as it ran
+``execution_trace``,     whether the executed run recorded them too (by default as the source:
+``memory``               each costs time per op, so both sides pay it or neither)
 ``comms``                ``--comms-only``: ``samples`` (one per call: the shortest time over
                          the ranks, see :func:`comm_samples`) and ``table`` (per kind, group
                          size and message size: count, median time, algorithm bandwidth)
@@ -133,6 +137,7 @@ def bench_document(
     device: str,
     options: Any,
     et: bool,
+    memory: bool = False,
     torch_version: str,
 ) -> dict[str, Any]:
     """The ``bench.json`` document (see the module docstring)."""
@@ -164,9 +169,11 @@ def bench_document(
         "skipped": skips.rows() + [{**row, "collective": True} for row in comm_skips.rows()],
         "substituted": dict(sorted(substituted.items())),
         "source": {"paths": list(src.paths), "kind": src.kind, "timing": src.timing,
-                   "execution_trace": src.execution_trace},
+                   "execution_trace": src.execution_trace,
+                   "memory": getattr(src, "memory", False)},
         "device": device, "torch_version": torch_version, "world_size": len(results),
-        "warmup": options.warmup, "execution_trace": et, "comms_only": options.comms_only,
+        "warmup": options.warmup, "execution_trace": et, "memory": memory,
+        "comms_only": options.comms_only,
         "threads": options.threads, "emulate": options.emulate,
         "ranks": ranks,
     }  # fmt: skip

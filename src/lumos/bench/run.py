@@ -11,7 +11,9 @@ The order of work (the ranks themselves run in :mod:`lumos.bench.worker`):
 
 The device defaults to CUDA when torch sees a GPU, else the CPU. The executed run records an
 Execution Trace too when the source's timing was recorded with one (``lumos collect --et``):
-the observer's cost per op is then in both sides of the comparison (``et`` overrides).
+the observer's cost per op is then in both sides of the comparison (``et`` overrides); likewise
+it records allocations and frees when the source did (``lumos collect``'s default; ``memory``
+overrides).
 """
 
 from __future__ import annotations
@@ -37,12 +39,14 @@ __all__ = ["BenchOptions", "default_device", "run_bench", "source_timing"]
 class BenchOptions:
     """How to run: ``device`` (None: CUDA when available, else CPU), unprofiled ``warmup``
     passes before the measured one, ``et`` (None: as the source's timing was recorded),
+    ``memory`` (record allocations and frees; None: as the source's timing was recorded),
     ``threads`` (torch intra-op threads per rank; None: torch's default), ``comms_only``,
     ``emulate`` (hold a Chakra op with no recorded work for its recorded time; else skip it)."""
 
     device: str | None = None
     warmup: int = 1
     et: bool | None = None
+    memory: bool | None = None
     threads: int | None = None
     comms_only: bool = False
     emulate: bool = True
@@ -98,7 +102,7 @@ def _replayed(src: BenchSource) -> dict[int, dict[str, dict[str, Any]]]:
             for gi, r in enumerate(src.ranks)}  # fmt: skip
 
 
-def _jobs(src: BenchSource, tmp: Path, device: str, opts: BenchOptions, et: bool,
+def _jobs(src: BenchSource, tmp: Path, device: str, opts: BenchOptions, et: bool, memory: bool,
           timing: dict[int, dict[str, dict[str, Any]]]) -> list[RankJob]:  # fmt: skip
     from lumos.collect.launch import free_port
 
@@ -107,7 +111,7 @@ def _jobs(src: BenchSource, tmp: Path, device: str, opts: BenchOptions, et: bool
     return [RankJob(
         rank=r.rank, index=i, run_ranks=ranks, kind=src.kind, source=r.path, member=r.member,
         out_dir=str(tmp / f"rank{r.rank}"), device=device, port=port, warmup=opts.warmup,
-        et=et, threads=opts.threads, comms_only=opts.comms_only, emulate=opts.emulate,
+        et=et, memory=memory, threads=opts.threads, comms_only=opts.comms_only, emulate=opts.emulate,
         source_ns={n: s["dur_ns"] for n, s in timing.get(r.rank, {}).items()},
     ) for i, r in enumerate(src.ranks)]  # fmt: skip
 
@@ -131,13 +135,14 @@ def run_bench(
         on_plan(src)
     timing = source_timing(src)
     et = src.execution_trace if opts.et is None else opts.et
+    memory = src.memory if opts.memory is None else opts.memory
     from lumos.bench.launch import run_ranks
 
     out = Path(out_dir)
     with atomic_outputs(out, BENCH_FILE) as tmp:
-        results: list[RankResult] = run_ranks(_jobs(src, tmp, device, opts, et, timing),
+        results: list[RankResult] = run_ranks(_jobs(src, tmp, device, opts, et, memory, timing),
                                               progress)  # fmt: skip
         doc = bench_document(src, results, timing, tmp, device=device, options=opts, et=et,
-                             torch_version=str(torch.__version__))  # fmt: skip
+                             memory=memory, torch_version=str(torch.__version__))  # fmt: skip
         write_document(doc, tmp / BENCH_FILE)
     return doc

@@ -47,13 +47,15 @@ class RankSource:
 class BenchSource:
     """Every rank of the source. ``kind`` is ``pytorch_et`` or ``chakra``; ``timing`` says
     where source step times come from (``recorded``, ``replayed`` or None);
-    ``execution_trace`` whether the timed run recorded an Execution Trace as it ran."""
+    ``execution_trace`` whether the timed run recorded an Execution Trace as it ran, ``memory``
+    whether it recorded allocations and frees (``lumos collect``'s default)."""
 
     kind: str
     ranks: tuple[RankSource, ...]
     timing: str | None
     execution_trace: bool = False
     paths: tuple[str, ...] = field(default=())
+    memory: bool = False
 
     @property
     def rank_ids(self) -> tuple[int, ...]:
@@ -72,7 +74,8 @@ def _run_dir(p: Path) -> BenchSource:
         kin = expand_paths([r.kineto])[0]
         ranks.append(RankSource(r.rank, str(r.et), None, kin))
     return BenchSource("pytorch_et", tuple(ranks), "recorded",
-                       bool(run.data.get("execution_trace")), (str(p),))  # fmt: skip
+                       bool(run.data.get("execution_trace")), (str(p),),
+                       bool(run.data.get("memory")))  # fmt: skip
 
 
 _RANK_FILE = re.compile(r"\.(\d+)\.et(?:\.gz)?$")
@@ -132,4 +135,10 @@ def resolve_source(paths: Sequence[str | os.PathLike[str]]) -> BenchSource:
     ranks = tuple(RankSource(r, str(ref.path), ref.member, kin_of.get(r))
                   for r, ref in sorted(et_of.items()))  # fmt: skip
     timing = "recorded" if any(r.kineto is not None for r in ranks) else None
-    return BenchSource("pytorch_et", ranks, timing, timing is not None, tuple(names))
+    memory = any(_has_memory_events(r.kineto) for r in ranks if r.kineto is not None)
+    return BenchSource("pytorch_et", ranks, timing, timing is not None, tuple(names), memory)
+
+
+def _has_memory_events(ref: TraceRef) -> bool:
+    """Whether a Kineto trace holds ``[memory]`` events (recorded with ``profile_memory``)."""
+    return ref.payload().find(b'"[memory]"') >= 0

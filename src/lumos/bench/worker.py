@@ -8,9 +8,11 @@ picklable :class:`RankJob` and returns a picklable :class:`RankResult`. In order
 2. agree with the other processes on the process groups to create (the union of every
    rank's, sorted) and create them;
 3. run the plan ``warmup`` times unprofiled, then under ``torch.profiler`` (CPU and, on CUDA,
-   GPU activities, shapes recorded; an Execution Trace observer too when ``et`` is set) its
-   first step once more as the profiler's warm-up (span :data:`WARMUP_SPAN`), then every step
-   once, each a ``ProfilerStep#N`` span named as in the source;
+   GPU activities, shapes recorded; allocations and frees when ``memory`` is set; an Execution
+   Trace observer too when ``et`` is set) with the schedule ``lumos collect`` uses: its first
+   step once more in the profiler's warm-up (span :data:`WARMUP_SPAN`, discarded as the
+   source's warm-up step was), then every step once, recorded, each a ``ProfilerStep#N`` span
+   named as in the source;
 4. write ``rank<r>.kineto.json.gz`` (and ``rank<r>.et.json``) into the job's folder.
 
 Importing this module does not import torch; :func:`run_rank` does.
@@ -30,7 +32,7 @@ from lumos.collect.manifest import et_name, kineto_name
 
 __all__ = ["WARMUP_SPAN", "RankJob", "RankResult", "read_plan", "run_rank"]
 
-#: Name of the profiled step run before the measured ones (not a ``ProfilerStep``).
+#: Name of the step run in the profiler's warm-up, before the recorded ones (not in the trace).
 WARMUP_SPAN = "lumos bench: profiler warm-up"
 
 
@@ -51,6 +53,7 @@ class RankJob:
     port: int
     warmup: int = 1
     et: bool = False
+    memory: bool = False
     threads: int | None = None
     comms_only: bool = False
     emulate: bool = True
@@ -117,7 +120,9 @@ def _agree_groups(dist: Any, plan: RankPlan) -> list[tuple[int, ...]]:
     return sorted({tuple(g) for part in got for g in part})
 
 
-def _profile(torch: Any, job: RankJob, et_path: Path | None) -> Any:
+def _profile(torch: Any, job: RankJob, et_path: Path | None, *, warm_up: bool = True) -> Any:
+    """The run's profiler; with ``warm_up`` the first step it sees is its warm-up (discarded,
+    ``prof.step()`` ends it), else it records from the start."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU]
@@ -130,8 +135,15 @@ def _profile(torch: Any, job: RankJob, et_path: Path | None) -> Any:
         from torch.profiler import ExecutionTraceObserver
 
         observer = ExecutionTraceObserver().register_callback(str(et_path))
-    return profile(activities=activities, record_shapes=True, experimental_config=experimental,
+    from torch.profiler import schedule
+
+    plan = schedule(wait=0, warmup=1, active=1, repeat=1) if warm_up else None
+    prof = profile(activities=activities, record_shapes=True, profile_memory=job.memory,
+                   schedule=plan, experimental_config=experimental,
                    execution_trace_observer=observer)  # fmt: skip
+    # the steps are our own spans, named as in the source: none of the schedule's
+    prof.record_steps = False
+    return prof
 
 
 def _gzip(src: Path, dst: Path) -> None:
@@ -189,10 +201,11 @@ def _run_plan(
         raw = out / f".{kineto_name(job.rank)}.json"
         prof = _profile(torch, job, et_path)
         with prof:
-            # the profiler's own start-up lands in a step kept out of the comparison, as the
-            # source's profiler schedule kept its warm-up step out of the recording
+            # the profiler's start-up lands in a warm-up step it discards, as the source's
+            # schedule discarded its own
             ex.run_pass(torch.profiler.record_function, steps=[0][: len(plan.steps)],
                         label=WARMUP_SPAN)  # fmt: skip
+            prof.step()
             walls.append(ex.run_pass(torch.profiler.record_function))
         prof.export_chrome_trace(str(raw))
     _gzip(raw, out / kineto_name(job.rank))

@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--et", action=argparse.BooleanOptionalAction, default=None,
                    help="also record an Execution Trace of the executed run (default: when "
                    "the source's timing was recorded with one, so both pay its cost)")  # fmt: skip
+    p.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,
+                   help="record allocations and frees in the executed traces (default: when "
+                   "the source's timing recorded them, lumos collect's default)")  # fmt: skip
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="torch intra-op threads per rank (default: torch's, OMP_NUM_THREADS)")  # fmt: skip
     p.add_argument("--comms-only", action="store_true",
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     require_torch("lumos bench")
     from lumos.bench.run import BenchOptions, run_bench
 
-    opts = BenchOptions(device=args.device, warmup=args.warmup, et=args.et,
+    opts = BenchOptions(device=args.device, warmup=args.warmup, et=args.et, memory=args.memory,
                         threads=args.threads, comms_only=args.comms_only,
                         emulate=args.emulate)  # fmt: skip
     with growing_bar("executing") as update:
