@@ -43,8 +43,12 @@ def test_bench_a_pytorch_et(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     # the executed run's trace times the ET in a second run; lumos diff reads the pair
     again = tmp_path / "again"
     kineto = str(out / doc["ranks"][0]["kineto"])
-    assert main(["bench", str(et), kineto, "-o", str(again), "--warmup", "0", "--et"]) == 0
+    assert main(["bench", str(et), kineto, "-o", str(again), "--warmup", "0", "--et",
+                 "--memory"]) == 0  # fmt: skip
     doc2 = json.loads((again / "bench.json").read_text())
+    assert not doc2["source"]["memory"] and doc2["memory"]
+    assert _memory_events(again / doc2["ranks"][0]["kineto"]) > 0
+    assert _memory_events(out / doc["ranks"][0]["kineto"]) == 0
     first = {s["name"]: s["executed_ns"] for s in doc["steps"]}
     assert {s["name"]: s["source_ns"] for s in doc2["steps"]} == first
     assert (
@@ -55,6 +59,21 @@ def test_bench_a_pytorch_et(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["diff", str(out), str(again)]) == 0
     diff = capsys.readouterr().out
     assert "0 / ProfilerStep#0" in diff and "0 / ProfilerStep#1" in diff
+
+    # a source that recorded allocations is executed recording them too (their cost on both sides)
+    third = tmp_path / "third"
+    assert main(["bench", str(et), str(again / doc2["ranks"][0]["kineto"]), "-o", str(third),
+                 "--warmup", "0"]) == 0  # fmt: skip
+    doc3 = json.loads((third / "bench.json").read_text())
+    assert doc3["source"]["memory"] and doc3["memory"]
+    assert _memory_events(third / doc3["ranks"][0]["kineto"]) > 0
+
+
+def _memory_events(kineto: Path) -> int:
+    import gzip
+
+    events = json.loads(gzip.decompress(kineto.read_bytes()))["traceEvents"]
+    return sum(e.get("name") == "[memory]" for e in events)
 
 
 def test_bad_sources_fail_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
