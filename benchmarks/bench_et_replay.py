@@ -13,7 +13,8 @@ Sections (each prints its table; everything lands in ``OUT/results.json``):
 * ``bundled``: the bundled GPT workload recorded by ``lumos collect --et`` on 1 rank and on 2
   gloo ranks (``OMP_NUM_THREADS=1``), then executed by ``lumos bench``; ``--rounds`` times,
   recording and execution alternating so both see the machine in the same state. Per round the
-  median step of each side and the time per op class.
+  median step of each side and the time per op class (``communication``: the collectives'
+  transfers; ``comm_wait``: their wait for the other rank, see ``lumos.bench.compare``).
 * ``whatif``: ``lumos estimate`` of layers 4 -> 8 from a 1-rank recording writes its edited
   graph as Chakra ETs (``--chakra``), ``lumos bench`` executes them, and a recording of the
   8-layer model (with ``--et`` too) measures the truth: estimate, executed and measured median
@@ -80,7 +81,7 @@ def _bench(
 
 
 def _classes(doc: dict[str, Any], names: tuple[str, ...] = ("gemm", "elementwise",
-                                                              "communication")) -> dict[str, Any]:  # fmt: skip
+                                                              "communication", "comm_wait")) -> dict[str, Any]:  # fmt: skip
     return {c["class"]: c for c in doc["classes"] if c["class"] in names}
 
 
@@ -116,16 +117,22 @@ def bundled(out: Path, log: Path, rounds: int, steps: int) -> dict[str, Any]:
             per.append({"source_ms": m["source_ns"] / 1e6, "executed_ms": m["executed_ns"] / 1e6,
                         "change": m["change"],
                         "classes": {c: v["change"] for c, v in cls.items()},
+                        "class_ms": {c: [v["source_ns"] / 1e6, v["executed_ns"] / 1e6]
+                                     for c, v in cls.items()},
                         "ops": [doc["ops_executed"], doc["ops_total"]]})  # fmt: skip
             print(f"{ranks} rank(s), round {k}: median step recorded {m['source_ns'] / 1e6:.1f} "
                   f"ms, executed {m['executed_ns'] / 1e6:.1f} ms ({m['change'] * 100:+.1f} %); "
-                  + ", ".join(f"{c} {v['change'] * 100:+.1f} %" for c, v in cls.items()),
+                  + ", ".join(f"{c} {v['source_ns'] / 1e6:.1f} -> {v['executed_ns'] / 1e6:.1f} ms"
+                              + (f" ({v['change'] * 100:+.1f} %)" if v["change"] is not None else "")
+                              for c, v in cls.items()),
                   flush=True)  # fmt: skip
         res[f"{ranks}_ranks"] = {
             "rounds": per,
             "median_change": statistics.median(r["change"] for r in per),
-            "median_class_change": {c: statistics.median(r["classes"][c] for r in per)
-                                    for c in per[0]["classes"]},
+            "median_class_change": {c: statistics.median(r["classes"][c] for r in per
+                                                         if r["classes"].get(c) is not None)
+                                    for c in per[0]["classes"]
+                                    if any(r["classes"].get(c) is not None for r in per)},
         }  # fmt: skip
         print(f"{ranks} rank(s): median over rounds {res[f'{ranks}_ranks']['median_change'] * 100:+.1f} %, "
               + ", ".join(f"{c} {v * 100:+.1f} %" for c, v in

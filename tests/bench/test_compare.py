@@ -60,3 +60,37 @@ def test_compare_steps_and_classes() -> None:
         {"class": "gemm", "source_ns": 50, "executed_ns": 50, "change": 0.0},
         {"class": "elementwise", "source_ns": 20, "executed_ns": 10, "change": -0.5},
     ]
+
+
+def test_waiting_for_the_other_ranks_is_told_apart_from_transfers() -> None:
+    """The straggler run (tests/data/gloo_ddp_2rank_straggler): rank 1 is late, rank 0's
+    gloo:all_reduce spans hold the wait for it. Expected: each rank's wait is the last rank's
+    start of each collective less its own, from the raw events; transfers keep the rest."""
+    import gzip
+
+    from lumos.bench.compare import split_waiting
+
+    data = Path(__file__).parents[1] / "data" / "gloo_ddp_2rank_straggler"
+    raw = []
+    for r in (0, 1):
+        events = json.loads(gzip.decompress((data / f"rank{r}.kineto.json.gz").read_bytes()))
+        events = events["traceEvents"]
+        steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+        spans = {s["name"]: sorted(e["ts"] for e in events if e.get("name") == "gloo:all_reduce"
+                                   and s["ts"] <= e["ts"] < s["ts"] + s["dur"])
+                 for s in steps}  # fmt: skip
+        raw.append(spans)
+    ranks = [step_classes(read_kineto(data / f"rank{r}.kineto.json.gz")) for r in (0, 1)]
+    total = [{n: s["classes"]["communication"] for n, s in rk.items()} for rk in ranks]
+    split_waiting(ranks)
+    for name in ("ProfilerStep#2", "ProfilerStep#3"):
+        assert len(raw[0][name]) == len(raw[1][name]) == 4
+        last = [max(a, b) for a, b in zip(raw[0][name], raw[1][name], strict=True)]
+        for r in (0, 1):
+            want_us = sum(t - s for t, s in zip(last, raw[r][name], strict=True))
+            got = ranks[r][name]["classes"]
+            assert abs(got["comm_wait"] - want_us * 1000) <= 4 * 1000  # us in the JSON, ns here
+            assert got["communication"] + got["comm_wait"] == total[r][name]
+    # rank 1 arrived last at every collective of step 3: it waited for nobody, rank 0 for it
+    assert ranks[1]["ProfilerStep#3"]["classes"]["comm_wait"] == 0
+    assert ranks[0]["ProfilerStep#3"]["classes"]["comm_wait"] > 100_000_000

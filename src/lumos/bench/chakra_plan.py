@@ -202,7 +202,12 @@ def plan_graph(
     return RankPlan(rank=rank, world_size=len(run_ranks), source=source,
                     steps=_steps(g, result, units, source_ns or {}), tensors=tuple(slots),
                     ops_total=ops_total, comms_total=comms_total, skipped=skipped,
-                    comm_skipped=comm_skipped)  # fmt: skip
+                    comm_skipped=comm_skipped, host_only=_host_only(u for _, u in units))  # fmt: skip
+
+
+def _host_only(items: Any) -> bool:
+    """No op recorded on an accelerator (collectives' buffers are made up: they do not say)."""
+    return not any(isinstance(it, WorkCall) and it.on_gpu for it in items)
 
 
 def _steps(g: ExecGraph, result: Any, units: list[tuple[int, Item]],
@@ -267,7 +272,7 @@ def _foreign(trace: Any, *, rank: int, run_ranks: Sequence[int]) -> RankPlan:
     return RankPlan(rank=rank, world_size=len(run_ranks), source=str(trace.path),
                     steps=(Step("ProfilerStep#0", tuple(items)),) if items else (),
                     tensors=tuple(slots), ops_total=ops_total, comms_total=comms_total,
-                    skipped=skipped, comm_skipped=comm_skipped,
+                    skipped=skipped, comm_skipped=comm_skipped, host_only=_host_only(items),
                     notes=("not written by lumos: nodes run in file order, as one step",))  # fmt: skip
 
 

@@ -17,6 +17,8 @@ class              ops
                    ``cat``, ``index_select``, ``embedding``, memcpy
 ``memory``         allocation and views that move no data: ``empty``, ``view``, ``as_strided``
 ``communication``  collectives and transfers (``c10d::``, ``gloo:``, ``nccl:``, NCCL kernels)
+``comm_wait``      no op's class: the time a collective of a several-rank run spent waiting
+                   for its other ranks (:func:`lumos.bench.compare.split_waiting`)
 ``other``          anything else
 =================  ==========================================================================
 
@@ -35,7 +37,7 @@ __all__ = ["OP_CLASSES", "op_class"]
 
 #: Every class, in the order reports list them.
 OP_CLASSES = ("gemm", "conv", "attention", "elementwise", "reduction", "copy", "memory",
-              "communication", "other")  # fmt: skip
+              "communication", "comm_wait", "other")  # fmt: skip
 
 _COMM = re.compile(r"^(c10d::|gloo:|nccl:|rccl:|ucc:|mpi:|record_param_comms)|nccl[A-Z]|"
                    r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|"

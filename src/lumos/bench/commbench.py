@@ -42,7 +42,8 @@ def run_comms(job: Any, plan: RankPlan, torch: Any, comm: Any, out: Path, progre
     from lumos.bench.worker import RankResult, _gzip, _profile
 
     report = progress or (lambda _n, _total=False: None)
-    device, host = torch.device(job.device), torch.device("cpu")
+    device = torch.device(job.device)
+    host = device if plan.host_only else torch.device("cpu")
     tensors: dict[int, Any] = {}
     skipped = Skips()
     skipped.merge(plan.comm_skipped)

@@ -12,8 +12,15 @@ the time spent in each class of :data:`lumos.bench.classes.OP_CLASSES`:
   event of class ``other`` that holds others is a wrapper (``forward``, an autograd node, a
   module): not counted, its children are.
 
-An event belongs to the step its start falls in. :func:`compare_classes` and
-:func:`compare_steps` put a source and an executed run side by side.
+An event belongs to the step its start falls in. Each step also lists its ``transfers``: the
+``(start, duration)`` of the spans that carry its collectives (a backend's ``gloo:``/``nccl:``
+span, an NCCL kernel). A collective's span lasts until every rank of its group arrived: on the
+first rank to arrive it holds the wait for the last. :func:`split_waiting` moves that wait,
+from a rank's start of the collective to the last rank's (on the ranks' shared clock), from
+``communication`` to ``comm_wait``, so that communication time compares transfers, and
+waiting, which is the ranks' skew, is told apart.
+:func:`compare_classes` and :func:`compare_steps` put a source and an executed run side by
+side.
 
 >>> compare_steps({"S#1": 100, "S#2": 120}, {"S#1": 110, "S#2": 130})["median"]
 {'source_ns': 110, 'executed_ns': 120, 'change': 0.0909}
@@ -30,10 +37,11 @@ from lumos.bench.classes import OP_CLASSES, op_class
 from lumos.ingest.kineto_schema import Category
 from lumos.ingest.kineto_trace import KinetoTrace
 
-__all__ = ["change", "compare_classes", "compare_steps", "step_classes"]
+__all__ = ["change", "compare_classes", "compare_steps", "split_waiting", "step_classes"]
 
 _GPU = (Category.KERNEL, Category.MEMCPY, Category.MEMSET)
 _HOST = (Category.CPU_OP, Category.USER_ANNOTATION)
+_BACKEND_SPAN = ("gloo:", "nccl:", "rccl:", "ucc:", "mpi:")
 
 
 def change(source: float | None, executed: float | None) -> float | None:
@@ -60,7 +68,8 @@ def _has_child(ev: Any, order: Sequence[int], pos: int, proc: int, end: int) -> 
 
 
 def step_classes(trace: KinetoTrace) -> dict[str, dict[str, Any]]:
-    """Per step name: ``dur_ns`` and ``classes`` (class -> ns; see the module docstring)."""
+    """Per step name: ``dur_ns``, ``classes`` (class -> ns) and ``transfers`` (see the module
+    docstring)."""
     ev = trace.events
     steps = trace.steps
     out: dict[str, dict[str, Any]] = {}
@@ -73,7 +82,8 @@ def step_classes(trace: KinetoTrace) -> dict[str, dict[str, Any]]:
     starts = np.asarray(steps.ts_ns, dtype=np.int64)
     ends = starts + np.asarray(steps.dur_ns, dtype=np.int64)
     for k, name in enumerate(steps.name):
-        out[name] = {"dur_ns": int(steps.dur_ns[k]), "classes": dict.fromkeys(OP_CLASSES, 0)}
+        out[name] = {"dur_ns": int(steps.dur_ns[k]), "classes": dict.fromkeys(OP_CLASSES, 0),
+                     "transfers": []}  # fmt: skip
     order = sorted(rows, key=lambda i: (int(ev.processor_idx[i]), int(ev.ts_ns[i]),
                                         -int(ev.dur_ns[i])))  # fmt: skip
     stack: list[tuple[int, str]] = []  # (end, class) of the enclosing events on this thread
@@ -94,7 +104,47 @@ def step_classes(trace: KinetoTrace) -> dict[str, dict[str, Any]]:
         if k < 0 or t0 >= ends[k]:
             continue
         out[steps.name[k]]["classes"][cls] += int(ev.dur_ns[i])
+        if cls == "communication" and (gpu[i] or trace.name_of(i).startswith(_BACKEND_SPAN)):
+            out[steps.name[k]]["transfers"].append((t0, int(ev.dur_ns[i])))
     return out
+
+
+def split_waiting(ranks: Sequence[Mapping[str, Mapping[str, Any]]]) -> None:
+    """Move each collective's wait for its other ranks from ``communication`` to ``comm_wait``,
+    in place, in ``ranks`` (one :func:`step_classes` result per rank of one run). The k-th
+    transfer span of a step on every rank is one collective; a rank waited from its start of
+    it to the latest start (the last rank's arrival), and the rest is its transfer. A step
+    is left as it is when its ranks hold different numbers of transfers (its collectives cannot
+    be paired) or when a span ends before the last arrival (the ranks' clocks disagree, or the
+    op does not wait for all: a send); so is a run of one rank.
+
+    >>> a = {"S": {"classes": {"communication": 50, "comm_wait": 0}, "transfers": [(0, 40)]}}
+    >>> b = {"S": {"classes": {"communication": 15, "comm_wait": 0}, "transfers": [(30, 12)]}}
+    >>> split_waiting([a, b]); a["S"]["classes"], b["S"]["classes"]
+    ({'communication': 20, 'comm_wait': 30}, {'communication': 15, 'comm_wait': 0})
+    """
+    if len(ranks) < 2:
+        return
+    names = set.intersection(*(set(r) for r in ranks))
+    for name in sorted(names):
+        spans = [sorted(r[name].get("transfers", ())) for r in ranks]
+        if len({len(s) for s in spans}) != 1:
+            continue
+        waits = [[0] * len(spans[0]) for _ in ranks]
+        paired = True
+        for k in range(len(spans[0])):
+            last = max(s[k][0] for s in spans)
+            if any(s[k][0] + s[k][1] < last for s in spans):
+                paired = False
+                break
+            for w, s in zip(waits, spans, strict=True):
+                w[k] = last - s[k][0]
+        if not paired:
+            continue
+        for r, w in zip(ranks, waits, strict=True):
+            classes = r[name]["classes"]
+            classes["communication"] -= sum(w)
+            classes["comm_wait"] += sum(w)
 
 
 def compare_steps(source: Mapping[str, int | None], executed: Mapping[str, int]) -> dict[str, Any]:

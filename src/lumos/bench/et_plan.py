@@ -369,4 +369,5 @@ def plan_et(
         rank=rank, world_size=len(run), source=trace.path, steps=steps,
         tensors=tuple(slots.specs), ops_total=ops_total, comms_total=comms_total,
         skipped=skipped, comm_skipped=comm_skipped, groups=groups, notes=tuple(notes),
+        host_only=not any(s.on_gpu for s in slots.specs),
     )  # fmt: skip

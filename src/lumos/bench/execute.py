@@ -54,7 +54,8 @@ class Executor:
         self.plan = plan
         self.torch = torch
         self.device = torch.device(device)
-        self.host = torch.device("cpu")
+        # a trace recorded without an accelerator computed on its host: on one, all goes there
+        self.host = self.device if plan.host_only else torch.device("cpu")
         self.comm = comm
         self.progress = progress or (lambda _n: None)
         self.emulate = emulate
@@ -113,7 +114,7 @@ class Executor:
     def _prepare(self, item: Item) -> Callable[[], None] | None:
         if isinstance(item, OpCall):
             try:
-                op = bind(item, self.torch, str(self.device))
+                op = bind(item, self.torch, str(self.device), host=str(self.host))
             except CannotRun as exc:
                 self.skipped.add(str(exc), item.name)
                 return None

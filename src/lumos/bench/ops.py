@@ -76,13 +76,10 @@ def _has_kernel(torch: Any, qualified: str, device_type: str) -> bool:
     return any(has(qualified, k) for k in (_kernel_key(device_type), *_COMPOSITE))
 
 
-def _device_value(tag_payload: str, device: str) -> str:
-    return "cpu" if tag_payload == "cpu" else device
-
-
-def bind(call: OpCall, torch: Any, device: str) -> BoundOp:
-    """The op of ``call`` bound for ``device`` (``"cpu"``, ``"cuda:0"``...); raises
-    :class:`CannotRun` with the reason it cannot run here."""
+def bind(call: OpCall, torch: Any, device: str, *, host: str = "cpu") -> BoundOp:
+    """The op of ``call`` bound for ``device`` (``"cpu"``, ``"cuda:0"``...); a recorded
+    host device argument becomes ``host`` (``device`` too for a trace recorded without an
+    accelerator). Raises :class:`CannotRun` with the reason it cannot run here."""
     m = _SCHEMA_NAME.match(call.schema)
     if m is None:
         raise CannotRun("no such operator in this PyTorch")
@@ -110,7 +107,7 @@ def bind(call: OpCall, torch: Any, device: str) -> BoundOp:
             value: Any = None
             fills.append((key, tag, payload))
         elif tag == "d":
-            value = _device_value(payload, device)
+            value = host if payload == "cpu" else device
         elif param.name == "pin_memory" and payload and not pin_ok:
             value = False
         else:

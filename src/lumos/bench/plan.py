@@ -195,6 +195,9 @@ class RankPlan:
     groups: tuple[tuple[int, ...], ...] = ()
     #: Facts about the source worth reporting (schema version, how steps were found...).
     notes: tuple[str, ...] = ()
+    #: Recorded on a machine without an accelerator (no tensor or op on one): its host was
+    #: its compute device, so a run on an accelerator puts everything there.
+    host_only: bool = False
 
     def items(self) -> Iterator[Item]:
         for s in self.steps:

@@ -18,7 +18,10 @@ key                      meaning
                          first error message, ``example``, for ops that raised)
 ``substituted``          GPU-only op -> the twin it ran as
 ``median``               median step, source and executed, over the steps both have
-``classes[]``            per op class: time per step (summed over ranks), source and executed
+``classes[]``            per op class: time per step (summed over ranks), source and executed;
+                         several ranks: ``communication`` is the collectives' transfers,
+                         ``comm_wait`` their wait for the other ranks (see
+                         :func:`lumos.bench.compare.split_waiting`)
 ``source``               paths, ``kind``, ``timing`` (recorded, replayed or null), and whether
                          the timed run recorded an Execution Trace (``execution_trace``) and
                          allocations (``memory``) as it ran
@@ -43,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from lumos._io import atomic_write
-from lumos.bench.compare import compare_classes, compare_steps, step_classes
+from lumos.bench.compare import compare_classes, compare_steps, split_waiting, step_classes
 from lumos.bench.plan import Skips
 
 __all__ = [
@@ -154,6 +157,8 @@ def bench_document(
     with_classes = [dict(t) for t in timing.values() if all(s.get("classes") for s in t.values())]
     source_classes = ([{n: s for n, s in t.items()} for t in with_classes]
                       if with_classes and len(with_classes) == len(results) else None)  # fmt: skip
+    for side in (source_classes or [], list(executed.values())):
+        split_waiting(side)
     doc: dict[str, Any] = {
         "format": FORMAT, "version": 1,
         "ops_total": sum(r.ops_total for r in results),

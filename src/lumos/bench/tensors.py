@@ -4,7 +4,8 @@ Values are not recorded, so they are made up, chosen so that ops run on them wit
 errors a real run would not have: floating-point tensors hold uniform values in [0.5, 1)
 (positive: ``sqrt``, ``log`` and divisions stay finite), integer and boolean tensors zeros (a
 valid index into any non-empty dimension, a valid class for a loss). A tensor recorded on an
-accelerator is made on the run's device, a host tensor on the host.
+accelerator is made on the run's device, a host tensor on the host (the run's device too when
+the trace was recorded without an accelerator: see :attr:`lumos.bench.plan.RankPlan.host_only`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 :func:`run_rank` is what each spawned process runs (:mod:`lumos.bench.launch`); it takes a
 picklable :class:`RankJob` and returns a picklable :class:`RankResult`. In order:
 
-1. join the run's process group (gloo on CPU, NCCL on CUDA; a world of one is a group too, so
+1. join the run's process group (gloo on CPU; on CUDA, NCCL for device tensors and gloo for
+   host ones; a world of one is a group too, so
    a one-rank trace's collectives run) and read this rank's source into a plan;
 2. agree with the other processes on the process groups to create (the union of every
    rank's, sorted) and create them;
@@ -104,7 +105,8 @@ def _init_group(job: RankJob, torch: Any) -> Any:
 
     import torch.distributed as dist
 
-    backend = "nccl" if job.device.startswith("cuda") else "gloo"
+    # on a GPU, host tensors' collectives (a GPU job's gloo groups, objects) go through gloo
+    backend = "cpu:gloo,cuda:nccl" if job.device.startswith("cuda") else "gloo"
     if job.device.startswith("cuda"):
         torch.cuda.set_device(torch.device(job.device))
     dist.init_process_group(
