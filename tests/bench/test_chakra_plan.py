@@ -36,6 +36,7 @@ def test_converted_et_runs_by_class_and_work(converted: Path) -> None:
     assert all(w.flops > 0 and w.mkn is not None for w in work if w.op_class == "gemm")
     assert sum(n for (_, no_work), n in kinds.items() if no_work) == 1770 - 81 - 480
     assert all(w.dur_ns > 0 for w in work if w.no_work)
+    assert plan.host_only  # a CPU run's ops (its collectives' buffers say nothing)
 
 
 def test_converted_collectives_keep_sizes_and_order(converted: Path) -> None:

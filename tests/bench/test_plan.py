@@ -15,6 +15,7 @@ from lumos.ingest.pytorch_et import read_pytorch_et
 
 def test_outermost_ops_in_steps(tmp_path: Path) -> None:
     plan = plan_et(read_pytorch_et(compute_et(tmp_path / "et.json", steps=2)))
+    assert not plan.host_only  # cudnn_batch_norm_backward's tensors were on cuda:0
     names = ["aten::mm", "aten::relu", "aten::add", "aten::add_", "aten::nonzero", "aten::mm",
              "myns::custom", "aten::cudnn_batch_norm_backward", "aten::mm"]  # fmt: skip
     assert [s.name for s in plan.steps] == ["ProfilerStep#0", "ProfilerStep#1"]
@@ -47,6 +48,7 @@ def test_collectives_and_their_group(tmp_path: Path) -> None:
     assert [(c.kind, c.size_bytes, c.group) for c in calls] == [("all_reduce", 4096, None)] * 2
     assert calls[0].inputs == calls[0].outputs
     assert plan.comms_total == 2 and plan.ops_total == 4
+    assert plan.host_only  # every tensor on the CPU: on a --device cuda run, all goes there
 
 
 @needs_realdata
@@ -60,6 +62,7 @@ def test_tensor_ids_reused_after_free_are_new_tensors() -> None:
     assert t.outputs[0] != thr.outputs[0]
     assert plan.tensors[thr.outputs[0][1]].shape == (512, 1024)
     assert plan.ops_total == 320 and [s.name for s in plan.steps] == ["ProfilerStep#0"]
+    assert not plan.host_only  # recorded on cuda:0
 
 
 @needs_realdata
@@ -71,6 +74,7 @@ def test_resnet_ddp_et_one_gpu() -> None:
     calls = [it for it in plan.items() if isinstance(it, CommCall)]
     assert {(c.kind, c.group) for c in calls} == {("all_reduce", (0,)), ("broadcast", (0,))}
     assert calls[0].size_bytes == 53120 * 4 and calls[0].root == 0
+    assert not plan.host_only  # its host tensors stay on the host
 
 
 @needs_realdata
