@@ -104,3 +104,16 @@ def test_op_classes() -> None:
         "ampere_sgemm_128x64_nn": "gemm", "cpu.copy#4": "copy",
         "comm.all_reduce#2": "communication", "forward": "other",
     }  # fmt: skip
+
+
+@needs_realdata
+def test_triton_kernels_of_torch_compile_are_counted_and_named() -> None:
+    """param's torch.compile ET: each step is an aten::mm and a Triton kernel; the kernel has
+    no schema to call it by and its code is not in the trace, so it is skipped by name."""
+    plan = plan_et(read_pytorch_et(realdata(TRACES["et_1.1.1"])))
+    assert [(s.name, [it.name for it in s.items]) for s in plan.steps] == [
+        ("ProfilerStep#5", ["aten::mm"]), ("ProfilerStep#6", ["aten::mm"])]  # fmt: skip
+    assert plan.ops_total == 4
+    assert plan.skipped.rows() == [{
+        "reason": "a Triton kernel of torch.compile (its code is not in the trace)",
+        "op": "triton_poi_fused_add_cos_neg_sin_0", "count": 2}]  # fmt: skip

@@ -17,6 +17,8 @@ ET node             plan
                     its ``record_param_comms`` child and the ``## process_group:init ##``
                     node, root/peer from its arguments
 other outermost op  an :class:`~lumos.bench.plan.OpCall` with its recorded arguments
+``triton_...``      a kernel ``torch.compile`` launched (``triton_poi_fused_...``, no op
+                    schema): a compute op whose code is not in the trace, counted and skipped
 ``profiler::`` ops  bookkeeping of ``record_function``, not compute: left out of the count
 ==================  ========================================================================
 
@@ -47,6 +49,7 @@ _TENSOR_TYPE = re.compile(r"Tensor\(((?:[^()]|\([^()]*\))*)\)")
 _UNDEFINED = "nullptr (uninitialized)"
 _PG_INIT = "## process_group:init ##"
 _NOT_COMPUTE = ("profiler::",)
+_TRITON = "a Triton kernel of torch.compile (its code is not in the trace)"
 
 # Argument positions of the c10d ops: (outputs, inputs, root/peer) by op name (without the
 # namespace); None where the op has none. Tensors in/out: all_reduce-like ops work in place.
@@ -314,6 +317,9 @@ def plan_et(
         named = np.fromiter(("::" in s for s in names), bool, len(names))
         is_op = is_op | named[trace.name_idx]
         notes.append("the trace records no op schemas: its ops cannot be looked up")
+    # a Triton kernel's node (torch.compile) is a compute op with no schema to call it by
+    triton = np.fromiter((s.startswith("triton_") for s in names), bool, len(names))
+    is_op = is_op | triton[trace.name_idx]
     outer = np.flatnonzero(_outermost(trace, is_op) & ~not_compute[trace.name_idx])
 
     step_ids = [(int(trace.node_id[i]), trace.name(i)) for i in range(n)
@@ -352,7 +358,8 @@ def plan_et(
                 continue
             schema = schemas[int(trace.op_schema_idx[i])]
             if not schema:
-                raise _Unrebuildable("no op schema recorded")
+                raise _Unrebuildable(_TRITON if name.startswith("triton_") else
+                                     "no op schema recorded")  # fmt: skip
             ins = trace.inputs(i)
             args = _args(ins, slots)
             per_step[k].append(OpCall(
