@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analyze",
     "diff",
     "estimate",
+    "advise",
     "layers",
     "link",
     "chakra",
@@ -55,6 +56,8 @@ VERB_HELP: dict[str, str] = {
     "analyze": "top kernels and ops, stream idle time, overlap, stragglers (CSV or JSON)",
     "diff": "compare two traces or replays: steps, kernel classes, kernels, ops",
     "estimate": "what-if: predict step time for another configuration",
+    "advise": "what bounds the step (host, compute, communication, a straggler) and which "
+    "change pays",
     "layers": "show the layers and model configuration found in a trace",
     "link": "link a PyTorch ET to its Kineto trace and report the match rate per rank",
     "chakra": "read, check, convert and generate MLCommons Chakra ETs",
