@@ -54,9 +54,12 @@ def test_tensors_have_the_recorded_layout() -> None:
 def test_linear_et_runs_every_op() -> None:
     plan = plan_et(read_pytorch_et(realdata(TRACES["linear_et"])))
     ex = Executor(plan, torch, "cpu", None)
+    made = ex.prefill()  # what the step reads before making it: made before any pass
+    assert made == len(ex.keep) > 0
     with torch.no_grad():
         ex.run_pass()
     assert ex.executed() == (320, 0, 0) and ex.skipped.total() == 0 and not ex.replace
+    assert len(ex.keep) == made  # the pass made none of its inputs while it ran
 
 
 @needs_realdata

@@ -22,10 +22,16 @@ class              ops
 ``other``          anything else
 =================  ==========================================================================
 
+PyTorch's own CUDA kernels get the class their template is named for (``elementwise_kernel``,
+``multi_tensor_apply_kernel``: elementwise; ``reduce_kernel``, layer-norm and softmax kernels:
+reduction; ``CatArrayBatchedCopy``, gather and embedding kernels: copy).
+
 >>> [op_class(n) for n in ("aten::addmm", "aten::gelu_backward", "c10d::allreduce_")]
 ['gemm', 'elementwise', 'communication']
 >>> [op_class(n) for n in ("aten::native_layer_norm", "aten::empty_strided", "cpu.gemm#3")]
 ['reduction', 'memory', 'gemm']
+>>> op_class("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>")
+'elementwise'
 """
 
 from __future__ import annotations
@@ -81,6 +87,14 @@ _MEMORY = re.compile(
 _CONV = re.compile(r"conv|implicit_gemm|dgrad|wgrad|winograd", re.I)
 _ATTN = re.compile(r"scaled_dot_product|flash|fmha|attention|attn|sdpa", re.I)
 _GEMM_KERNEL = re.compile(r"(?<!fb)gemm|cublas|cutlass|xmma|gemv|matmul", re.I)
+# PyTorch's own CUDA kernels, by what their templates are named for
+_KERNELS = (
+    ("reduction", re.compile(r"reduce_kernel|layer_norm|LayerNorm|GammaBeta|RowwiseMoments|"
+                             r"SoftMax|softmax|nll_loss|batch_norm|radix_sort|cub::")),
+    ("copy", re.compile(r"CatArrayBatchedCopy|gather_kernel|scatter|index_|indexing|embedding|"
+                        r"compute_grad_weight|sum_and_scatter|copy_kernel|direct_copy")),
+    ("elementwise", re.compile(r"elementwise_kernel|multi_tensor_apply|Functor|fused_dropout")),
+)  # fmt: skip
 #: Synthetic and obfuscated names: an op class of :mod:`lumos.synth.classes`, then ``#id``.
 _SYNTH = re.compile(r"^(?:cpu\.|comm\.|cpu_comm\.)?(\w+)(?:\.\w+)?#\d+$")
 _SYNTH_MAP = {"gemm": "gemm", "conv": "conv", "attention": "attention", "norm": "reduction",
@@ -110,7 +124,8 @@ def op_class(name: str) -> str:
         if base and pattern.match(base):
             return label
     # a kernel's name (``ampere_sgemm_128x64_nn``, ``void cutlass::Kernel<...>``)
-    for label, pattern in (("conv", _CONV), ("attention", _ATTN), ("gemm", _GEMM_KERNEL)):
+    for label, pattern in (("conv", _CONV), ("attention", _ATTN), ("gemm", _GEMM_KERNEL),
+                           *_KERNELS):  # fmt: skip
         if pattern.search(name):
             return label
     return "other"

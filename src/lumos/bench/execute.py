@@ -3,9 +3,10 @@
 :class:`Executor` runs a :class:`~lumos.bench.plan.RankPlan` pass after pass (warm-up passes,
 then the measured one under the profiler), one step at a time, each item in order:
 
-* a tensor an item reads that no earlier item of the pass produced (a parameter, an input, an
+* a tensor an item reads that no earlier item of its step produced (a parameter, an input, an
   optimizer state, an output of a skipped op) is made once from its recorded spec
-  (:func:`lumos.bench.tensors.make_tensor`) and kept for every pass; a tensor produced inside
+  (:func:`lumos.bench.tensors.make_tensor`), before any pass (:meth:`Executor.prefill`: making
+  it is not the step's work), and kept for every pass; a tensor produced inside
   the pass is dropped after the last item that uses it, so memory stays what the recorded run
   held;
 * an op's outputs take the slots the trace recorded; an output whose shape or dtype differs
@@ -134,6 +135,31 @@ class Executor:
         return self._work(item)
 
     # -- tensors ---------------------------------------------------------------------------
+
+    def prefill(self) -> int:
+        """Make every tensor an item reads before an earlier item of its step produced it
+        (one that can run: a skipped op produces nothing), so that no pass times their
+        making; returns how many were made. A collective's outputs count as read (its
+        buffers exist before it runs)."""
+        made = 0
+        for k in range(len(self.plan.steps)):
+            produced: set[int] = set()
+            for i in range(self._starts[k], self._starts[k + 1]):
+                it = self.items[i]
+                if isinstance(it, OpCall):
+                    reads = [s for a in it.args for s in tensor_slots(a)]
+                    writes = [s for a in it.outputs for s in tensor_slots(a)]
+                elif isinstance(it, CommCall):
+                    reads, writes = [*it.inputs, *it.outputs], []
+                else:
+                    continue
+                for s in reads:
+                    if s not in produced and s not in self.keep:
+                        self.keep[s] = make_tensor(self.plan.tensors[s], self.device, self.host)
+                        made += 1
+                if self.runners[i] is not None:
+                    produced.update(writes)
+        return made
 
     def tensor(self, slot: int) -> Any:
         """The live tensor of ``slot``, made (and kept) when no item produced it yet."""

@@ -192,6 +192,7 @@ def _run_plan(
 
     report = progress or (lambda _n, _total=False: None)
     ex = Executor(plan, torch, job.device, comm, report, emulate=job.emulate)
+    ex.prefill()
     first = len(plan.steps[0].items) if plan.steps else 0
     report(len(ex.items) * (job.warmup + 1) + first, True)
     walls = []

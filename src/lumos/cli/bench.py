@@ -74,7 +74,10 @@ def _ms(ns: Any) -> str:
 
 
 def _pct(ch: Any) -> str:
-    return f"{ch * 100:+8.1f}%" if ch is not None else f"{'-':>9}"
+    if ch is None:
+        return f"{'-':>9}"
+    text = f"{ch * 100:+.1f}%" if abs(ch) < 10 else f"x{ch + 1:.1f}"
+    return f"{text:>9}" if len(text) < 9 else f" {text}"
 
 
 def format_bench(doc: Mapping[str, Any]) -> str:
