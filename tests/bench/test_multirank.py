@@ -51,6 +51,7 @@ def test_comms_only_replays_the_recorded_collectives(
         c = read_kineto(out / f"rank{r}" / f"rank{r}.kineto.json.gz").collectives
         assert list(zip(c.kind, c.size_bytes.tolist(), strict=True)) == want
     assert [row["count"] for row in doc["comms"]["table"]] == [3, 3]
+    assert {row["class"] for row in doc["classes"]} <= {"communication", "comm_wait"}
     capsys.readouterr()
     assert main(["comm", "--calibrate", str(out), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
