@@ -32,6 +32,7 @@ EXPECTED: dict[str, str] = {
     "synth fit": "file",
     "synth sample": "prefix",
     "synth report": "dir",
+    "bench": "dir",
 }
 _METAVAR = {"dir": "DIR", "file": "FILE", "prefix": "PREFIX"}
 _HELP = {"dir": "output directory", "file": "output file", "prefix": "output prefix"}
@@ -104,6 +105,7 @@ def _argv(verb: str, out: str, missing: str) -> list[str]:
         "synth fit": ["synth", "fit", missing, "-o", out],
         "synth sample": ["synth", "sample", missing, "-o", out],
         "synth report": ["synth", "report", missing, missing, "-o", out],
+        "bench": ["bench", missing, "-o", out],
     }[verb]  # fmt: skip
 
 

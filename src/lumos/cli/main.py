@@ -42,6 +42,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "convert",
     "comm",
     "synth",
+    "bench",
 )
 #: Each verb's one-line help, so that ``lumos --help`` and ``lumos --version`` import no verb
 #: module (``tests/unit/test_cli_polish.py`` keeps them equal to the verbs' own help lines).
@@ -63,6 +64,7 @@ VERB_HELP: dict[str, str] = {
     "convert": "convert Kineto traces (and PyTorch ETs) to Chakra ETs, one per rank",
     "comm": "predict a collective's time (alpha-beta or ASTRA-sim-compatible); calibrate",
     "synth": "synthetic workloads learned from traces",
+    "bench": "execute a PyTorch or Chakra ET on this machine: a benchmark from a trace",
 }
 
 
