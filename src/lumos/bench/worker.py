@@ -100,6 +100,17 @@ def read_plan(job: RankJob) -> RankPlan:
     return plan_et(trace, rank=job.rank, run_ranks=job.run_ranks, source_ns=job.source_ns)
 
 
+def cuda_index(device: str, rank_index: int, gpus: int) -> int:
+    """The GPU a rank runs on: the one ``device`` names (``cuda:1``), else (``cuda``) the
+    machine's ``gpus`` taken in turn by rank.
+
+    >>> cuda_index("cuda:1", 0, 8), cuda_index("cuda", 3, 2), cuda_index("cuda", 0, 1)
+    (1, 1, 0)
+    """
+    _, _, index = device.partition(":")
+    return int(index) if index else rank_index % max(gpus, 1)
+
+
 def _init_group(job: RankJob, torch: Any) -> Any:
     import datetime
 
@@ -108,7 +119,7 @@ def _init_group(job: RankJob, torch: Any) -> Any:
     # on a GPU, host tensors' collectives (a GPU job's gloo groups, objects) go through gloo
     backend = "cpu:gloo,cuda:nccl" if job.device.startswith("cuda") else "gloo"
     if job.device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(job.device))
+        torch.cuda.set_device(cuda_index(job.device, job.index, torch.cuda.device_count()))
     dist.init_process_group(
         backend, init_method=f"tcp://127.0.0.1:{job.port}", rank=job.index,
         world_size=len(job.run_ranks), timeout=datetime.timedelta(seconds=job.timeout_s),
