@@ -76,3 +76,13 @@ def test_every_op_of_resnet_and_gpt2_binds_on_cpu(path: str) -> None:
                 reasons[str(exc)] = reasons.get(str(exc), 0) + 1
     assert reasons == {}
     assert twins == (159 if path == "et_resnet_1gpu" else 0)  # cudnn_batch_norm_backward
+
+
+def test_a_bare_cuda_device_spreads_the_ranks_over_the_gpus():
+    """``--device cuda`` names no GPU; ``torch.cuda.set_device`` needs one (an H200 run
+    failed on it): the named index wins, else rank i takes GPU i mod count."""
+    from lumos.bench.worker import cuda_index
+
+    assert [cuda_index("cuda", i, 2) for i in range(4)] == [0, 1, 0, 1]
+    assert cuda_index("cuda:3", 0, 8) == 3
+    assert cuda_index("cuda", 5, 1) == 0
