@@ -170,3 +170,13 @@ def test_an_unreadable_file_says_why(tmp_path):
         str(err.value)
         == f"{tmp_path / 'none.toml'}: cannot read topology file: No such file or directory"
     )
+
+
+def test_resolve_reads_any_existing_path_and_any_toml_name(tmp_path):
+    """A name that is no preset is a file when it exists (any extension) or ends in ``.toml``
+    (a missing one says it cannot be read, not that the preset is unknown)."""
+    path = tmp_path / "lab.cfg"
+    path.write_text(MINIMAL)
+    assert resolve_topology(str(path)).gpus_per_node == 2
+    with pytest.raises(ConfigError, match="cannot read topology file"):
+        resolve_topology(str(tmp_path / "gone.toml"))
