@@ -1,4 +1,8 @@
-"""Replay accuracy, ablations and speed on real traces.
+"""Replay of the recording, ablations and speed on real traces.
+
+The step error printed is that of replaying each trace unchanged: the graph's delays are
+calibrated on the same trace, so it shows the graph reproduces what it was built from, not that
+it predicts anything (predictions of changed runs: ``bench_causal.py``, ``whatif_pairs.py``).
 
 Run on demand:  python benchmarks/bench_replay.py [TRACE ...]
 Default: every real third-party Kineto trace with ProfilerSteps that the tests replay, read in

@@ -125,7 +125,8 @@ BENCHES = [
         },
         (
             "build_graph + simulate on real traces",
-            "{build} tasks/s build, {sim} tasks/s simulate (mean step error {err})",
+            "{build} tasks/s build, {sim} tasks/s simulate (replay of the recordings, nothing "
+            "changed: mean step error {err})",
         ),
     ),
     Bench(

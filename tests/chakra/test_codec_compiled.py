@@ -4,7 +4,8 @@ The kernels are one source each, compiled by ``pip install`` (``lumos._compiled`
 scan and the node decoder (``lumos.chakra._wire``), the attribute value decoder
 (``_wire_attr``), the record encoder (``_wire.encode_nodes``), the attribute encoder of
 ``to_chakra`` (``_encode_attrs``) and the node and attribute views (``view``). Here each runs
-compiled and from its ``.py`` source (:func:`lumos._compiled.python_twin`) on the same inputs:
+compiled (asserted: ``tests/kernel_sides.py``) and from its ``.py`` source
+(:func:`lumos._compiled.python_twin`, asserted too) on the same inputs:
 real ETs, files lumos writes, generated and mutated traces, hand-made malformed buffers and
 attribute bodies. They must agree on every array (dtype, shape and bytes, so NaN payloads and
 -0.0 count) or on the :class:`~lumos.errors.ChakraFormatError` message, write the same bytes,
@@ -41,9 +42,9 @@ from chakra_testdata import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests import kernel_sides as sides
 from tests.realdata import SIMPLE_ADD_DIR, needs_realdata, realdata, trace
 
-from lumos import _compiled
 from lumos.chakra import (
     ChakraTrace,
     NodeType,
@@ -73,8 +74,16 @@ Decoded = tuple[int, int, list[np.ndarray]] | str
 
 @functools.cache
 def twin(name: str) -> ModuleType:
-    """Kernel module ``lumos.chakra.<name>`` loaded from its ``.py`` source."""
-    return _compiled.python_twin(f"lumos.chakra.{name}")
+    """Kernel module ``lumos.chakra.<name>`` loaded from its ``.py`` source (asserted)."""
+    return sides.interpreted(f"lumos.chakra.{name}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_side() -> None:
+    """The modules these tests call as "compiled" are the extension modules (else they skip)."""
+    for module in (_wire, _wire_attr, _encode_attrs):
+        assert sides.compiled(module.__name__) is module
+    sides.compiled("lumos.chakra.view")
 
 
 def _same_arrays(a: list[np.ndarray], b: list[np.ndarray]) -> None:

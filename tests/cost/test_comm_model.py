@@ -12,13 +12,14 @@ from lumos.sim.engine import simulate
 LINK = Link(bw_bytes_per_s=50e9, latency_ns=500)
 
 
-def two_rank(kind=CommType.ALL_REDUCE, size=1 << 20, pg_name="0"):
-    """compute (10 / 50 ns) -> 1 MiB all_reduce (traced 100 / 60 ns) -> after (7 ns)."""
+def two_rank(kind=CommType.ALL_REDUCE, size=1 << 20, pg_name="0", pg_ranks=(0, 1)):
+    """compute (10 / 50 ns) -> 1 MiB all_reduce (traced 100 / 60 ns) -> after (7 ns); with
+    ``pg_name=None`` the collective names no process group."""
     graphs = []
     for rank, arrive, dur in ((0, 10, 100), (1, 50, 60)):
         b = GraphBuilder(rank=rank, world_size=2)
         st = b.stream(20)
-        pg = b.process_group(pg_name, (0, 1))
+        pg = -1 if pg_name is None else b.process_group(pg_name, pg_ranks)
         b.task(st, "compute", arrive)
         c = b.comm(kind, size, pg, seq_id=1, wait_ns=50 - arrive)
         b.task(st, "ncclAllReduce", dur, TaskKind.COMM, comm=c)
@@ -60,3 +61,68 @@ def test_unknown_size_or_kind_keeps_traced_transfer():
         r = simulate(w, model)
         assert r.ends(0)[1] == 50 + 60  # as traced: duration less its wait
         assert model.diagnostics.total == 1
+
+
+# --- each option reaches the model; exact messages and diagnostics --------------------------
+def _end(workload, model) -> int:
+    return int(simulate(workload, model).ends(0)[1])
+
+
+def test_the_defaults_are_the_auto_algorithm_and_the_simple_protocol():
+    model = CommCost(LINK)
+    assert model.diagnostics.total == 0  # a fresh model has counted nothing
+    assert _end(two_rank(), model) == 50 + MODELLED  # auto picks the ring here
+
+
+def test_algorithm_and_protocol_are_passed_to_the_model():
+    # tree over 2 ranks: 42,943 ns; the LL128 protocol (auto algorithm): 23,370 ns
+    assert _end(two_rank(), CommCost(LINK, algorithm="tree")) == 50 + 42_943
+    assert _end(two_rank(), CommCost(LINK, protocol="ll128")) == 50 + 23_370
+
+
+def test_group_size_applies_only_to_the_kinds_to_resize():
+    w = two_rank(pg_name="dp")
+    resized = 50 + 3000 + 31457  # 4 ranks (see test_slow_link_paces_the_group...)
+    assert _end(w, CommCost(LINK, group_size={"dp": 4}, resize_kinds=(CommType.ALL_REDUCE,))) == (
+        resized
+    )
+    assert _end(w, CommCost(LINK, group_size={"dp": 4}, resize_kinds=(CommType.ALL_GATHER,))) == (
+        50 + MODELLED
+    )
+
+
+def test_a_collective_without_a_named_group_is_job_wide():
+    """No process group: the world size (2), or the override keyed ``""``; a group that lists
+    no ranks is the world too."""
+    assert _end(two_rank(pg_name=None), CommCost(LINK)) == 50 + MODELLED
+    assert _end(two_rank(pg_name=None), CommCost(LINK, group_size={"": 4})) == 50 + 3000 + 31457
+    assert _end(two_rank(pg_ranks=()), CommCost(LINK)) == 50 + MODELLED
+
+
+def test_a_faster_link_and_a_group_of_one_are_valid():
+    # bandwidth term 20,972 x 0.5 = 10,486; a 1-rank all-reduce moves nothing: 0 ns
+    assert _end(two_rank(), CommCost(LINK, link={0: 0.5, 1: 0.5})) == 50 + 1000 + 10_486
+    assert _end(two_rank(pg_name="dp"), CommCost(LINK, group_size={"dp": 1})) == 50
+
+
+def test_bad_options_are_named_exactly():
+    import pytest
+
+    from lumos.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        CommCost(LINK, link={1: 0.0})
+    assert str(err.value) == "link factor of rank 1 must be positive, got 0.0"
+    with pytest.raises(ConfigError) as err:
+        CommCost(LINK, group_size={"dp": 0})
+    assert str(err.value) == "group size of 'dp' must be >= 1, got 0"
+
+
+def test_each_kept_collective_is_counted_by_its_reason():
+    model = CommCost(LINK)
+    simulate(two_rank(kind=CommType.UNKNOWN), model)
+    assert model.diagnostics.count("comm_kept_traced_unknown_kind") == 1
+    simulate(two_rank(size=0), model)
+    assert model.diagnostics.count("comm_kept_traced_unknown_size") == 1
+    assert _end(two_rank(size=1), model) == 50 + 1000  # one byte is a known size
+    assert model.diagnostics.count("comm_modelled") == 1

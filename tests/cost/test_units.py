@@ -52,3 +52,41 @@ def test_durations(text, expected):
 def test_bad_durations(text):
     with pytest.raises(ConfigError):
         parse_duration(text)
+
+
+# --- edges and exact messages (each kills a mutant that the tests above let live) ----------------
+def test_zero_bytes_and_zero_ns_are_valid():
+    assert parse_size(0) == 0 and parse_size("0") == 0 and parse_size("0KiB") == 0
+    assert parse_duration(0) == 0 and parse_duration("0ms") == 0
+
+
+@pytest.mark.parametrize("parse", [parse_size, parse_bandwidth, parse_duration])
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_bool_is_not_a_number(parse, flag):
+    """``True`` is an int to Python, not a quantity to a user: it is refused as text would be."""
+    with pytest.raises(ConfigError, match=f"^{flag!r} is not a "):
+        parse(flag)
+
+
+def test_numbers_are_the_internal_unit():
+    """A number (not text) is bytes/s or ns as given; a bandwidth may be below 1 byte/s."""
+    assert parse_bandwidth(25e9) == 25e9 and parse_bandwidth(3) == 3.0
+    assert parse_bandwidth("0.5") == 0.5 and parse_bandwidth(0.25) == 0.25
+    assert parse_duration(7) == 7
+
+
+@pytest.mark.parametrize(("parse", "text", "message"), [
+    (parse_size, -3, "size -3 is negative"),
+    (parse_size, "1Mb", "'1Mb' is not a size (e.g. 1MiB, 64KB, 4096)"),
+    (parse_size, "0.5B", "'0.5B' is not a whole number of bytes"),
+    (parse_bandwidth, "fast", "'fast' is not a bandwidth (e.g. 50GB/s, 400Gb/s, 25GiB/s)"),
+    (parse_bandwidth, "0GB/s", "bandwidth '0GB/s' must be positive and finite"),
+    (parse_bandwidth, "1e999", "bandwidth '1e999' must be positive and finite"),
+    (parse_duration, "soon", "'soon' is not a duration (e.g. 500ns, 2us, 1ms)"),
+    (parse_duration, "1e999ns", "duration '1e999ns' must be non-negative and finite"),
+    (parse_duration, -1.0, "-1.0 is not a duration"),
+])  # fmt: skip
+def test_each_error_names_the_text_and_the_problem(parse, text, message):
+    with pytest.raises(ConfigError) as err:
+        parse(text)
+    assert str(err.value).startswith(message)

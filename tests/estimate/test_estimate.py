@@ -85,7 +85,11 @@ def test_a_straggler_rank_must_exist():
 
 def test_estimate_json_on_the_8_rank_dlrm_run(tmp_path, capsys):
     """The real 8-rank run: the baseline replays the recording; rank 3 at 1.5x makes its own
-    step longer by about half its busy time and delays ranks that wait for it at collectives."""
+    step 14.8 % longer (19,313,000 -> 22,177,500 ns), which is less than the 50 % a rank whose
+    whole step was its own work would take, and delays exactly the ranks that wait for it at
+    collectives (4 and 5 by 1,580,500 ns, 7 by 321,000 ns); ranks 0, 1, 2 and 6 keep their step
+    to the nanosecond. These are pinned values of the model on this trace (no measured 1.5x
+    run exists), so they guard against change, not for accuracy."""
     out = tmp_path / "est"
     assert main(["estimate", str(trace("dlrm_kineto_8rank")), "--set", "straggler=3:1.5",
                  "-o", str(out), "--workers", "1"]) == 0  # fmt: skip
@@ -96,9 +100,10 @@ def test_estimate_json_on_the_8_rank_dlrm_run(tmp_path, capsys):
     assert slow["config"] == {"straggler": {"3": 1.5}, "label": "straggler=3:1.5"}
     before = {r["rank"]: r["step_ns"] for r in base["ranks"]}
     after = {r["rank"]: r["step_ns"] for r in slow["ranks"]}
-    assert after[3] > before[3] * 1.1
-    assert all(after[r] >= before[r] for r in before)
-    assert sum(after[r] > before[r] for r in before if r != 3) >= 2
+    assert before[3] < after[3] < before[3] * 1.5
+    assert {r: after[r] - before[r] for r in before} == {
+        0: 0, 1: 0, 2: 0, 3: 2_864_500, 4: 1_580_500, 5: 1_580_500, 6: 0, 7: 321_000,
+    }  # fmt: skip
     assert "straggler=3:1.5" in capsys.readouterr().out
 
 

@@ -241,9 +241,16 @@ def test_a_circular_order_is_a_simulation_error():
         simulate_schedule(schedule, 1, 1)
 
 
-def test_the_same_inputs_give_the_same_timing():
+def test_interleaved_timing_with_communication_is_exact_and_repeatable():
+    """pp=4, 8 micro-batches, 2 chunks, forward 3, backward 7, p2p 2: the first micro-batch's
+    forward and the last one's backward cross all v*p - 1 = 7 virtual-stage boundaries, each a
+    stage change, so the makespan is (m*v + p - 1)(f + b) + 2(v*p - 1)c = 19*10 + 2*7*2 = 218;
+    a second run gives the same timing, slot by slot."""
     schedule = pipeline_schedule(4, 8, "interleaved", chunks=2)
-    assert simulate_schedule(schedule, 3, 7, 2) == simulate_schedule(schedule, 3, 7, 2)
+    timing = simulate_schedule(schedule, 3, 7, 2)
+    assert timing.makespan_ns == 218
+    assert timing.busy_ns == (8 * 2 * 10,) * 4
+    assert simulate_schedule(schedule, 3, 7, 2) == timing
 
 
 # --- bad input ----------------------------------------------------------------------------------

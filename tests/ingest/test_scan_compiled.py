@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests import kernel_sides as sides
 from tests.realdata import needs_realdata, trace
 
 from lumos import _compiled
@@ -39,11 +40,11 @@ PRIMITIVES = ("after_member", "as_float", "as_int", "member", "skip_value", "str
 
 def _python_scan() -> ModuleType:
     """The scan's source run as Python, calling the Python sources of what it calls in C."""
-    scan_py = _compiled.python_twin("lumos.ingest.kineto_scan")
-    json_py = _compiled.python_twin("lumos.ingest.json_scan")
+    scan_py = sides.interpreted("lumos.ingest.kineto_scan")
+    json_py = sides.interpreted("lumos.ingest.json_scan")
     for name in PRIMITIVES:
         setattr(scan_py, name, getattr(json_py, name))
-    scan_py.intern_span = _compiled.python_twin("lumos._intern").intern_span
+    scan_py.intern_span = sides.interpreted("lumos._intern").intern_span
     return scan_py
 
 
@@ -86,6 +87,8 @@ def _scan_all(module: ModuleType, raw: bytes, chunk: int) -> dict[str, Any]:
 def assert_same_scan(raw: bytes, chunk: int) -> dict[str, Any]:
     """The compiled scan of ``raw`` equals its Python source's, column by column, dtype
     included; returns the compiled one."""
+    assert sides.compiled("lumos.ingest.kineto_scan") is kineto_scan
+    assert sides.compiled("lumos.ingest.json_scan") is json_scan
     compiled = _scan_all(kineto_scan, raw, chunk)
     python = _scan_all(_python_scan(), raw, chunk)
     assert compiled["results"] == python["results"]
@@ -223,7 +226,7 @@ _JSONISH = st.one_of(
 @given(text=_JSONISH)
 def test_each_json_primitive_equals_its_source(text: bytes) -> None:
     """Every primitive at every position of random JSON-like text, each end included."""
-    python = _compiled.python_twin("lumos.ingest.json_scan")
+    python = sides.interpreted("lumos.ingest.json_scan")
     buf = np.frombuffer(text + b"\x00", dtype=np.uint8)  # a byte to stand at when i == end
     for end in {len(text), len(text) // 2}:
         for i in range(end + 1):

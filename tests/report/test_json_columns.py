@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 import pytest
+from tests import kernel_sides as sides
 
-from lumos import _compiled
 from lumos.report import json_columns as jc
 from lumos.report.perfetto_structure import us_list as _us
 
@@ -30,7 +30,7 @@ def _values() -> np.ndarray:
 def rows(request, monkeypatch):
     """``format_rows``, compiled or from the kernel's source run as Python."""
     if request.param == "python source":
-        twin = _compiled.python_twin("lumos.report._kernels")
+        twin = sides.interpreted("lumos.report._kernels")
         monkeypatch.setattr(jc, "_format_rows", twin.format_rows)
     return jc.format_rows
 

@@ -7,9 +7,9 @@ import gzip
 import json
 
 import pytest
+from tests import kernel_sides as sides
 from tests.realdata import trace
 
-from lumos import _compiled
 from lumos.replay import build_workload, replay
 from lumos.report import json_columns
 from lumos.report.perfetto import to_chrome_trace, write_chrome_trace
@@ -21,7 +21,7 @@ def test_df_index_resolver_file_parses_to_the_dict(tmp_path, monkeypatch, compil
     rep = replay(w)
     expected = json.loads(json.dumps(to_chrome_trace(None, rep.result)))
     if not compiled:  # the kernel's source, run as Python
-        twin = _compiled.python_twin("lumos.report._kernels")
+        twin = sides.interpreted("lumos.report._kernels")
         monkeypatch.setattr(json_columns, "_format_rows", twin.format_rows)
     write_chrome_trace(tmp_path / "r.json", None, rep.result)
     write_chrome_trace(tmp_path / "r.json.gz", None, rep.result)

@@ -6,7 +6,12 @@ backward thread, NCCL with waiting for peers, a polling thread, GPU work queued 
 window, a GPU clock that lags by microseconds or milliseconds, leads by 20 ms or drifts, NCCL
 on the critical path fed by a backward thread) that writes a Kineto trace for a baseline and for changed runs of
 the same program. lumos replays the *baseline* with ``--scale`` and must predict the changed
-run's steps. Guessing "unchanged" fails these tests (checked below), so they can fail.
+run's steps. Each changed run is held to a tolerance below half of what guessing "unchanged"
+(the baseline's steps) would miss it by, so a model that ignores the edit fails every case but
+the few listed in :data:`TRUTH_UNCHANGED`, where the changed run itself takes the baseline's
+time (there the test checks that the model does not invent a change). Replaying the baseline
+unchanged (:func:`test_baseline_replays_its_own_steps`) is a replay of the recording, not a
+prediction.
 """
 
 from __future__ import annotations
@@ -67,9 +72,23 @@ def baselines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _errors(path: Path, scenario: str, change: str) -> list[float]:
+    """Relative error of each predicted step of the changed run; first checks that the replay
+    ran every task the change names for exactly ``round(recorded * factor)`` ns (a collective:
+    its recorded wait for its peers plus its scaled transfer)."""
     g = build_graph(read_kineto(path))
     edited, _ = scale_by_name(g, scale_of(scenario, change))
-    predicted = [s["predicted_ns"] for s in simulate(edited).steps()]
+    result = simulate(edited)
+    t = g.tasks
+    wait = np.zeros(g.num_tasks, dtype=np.int64)  # a collective's recorded wait for its peers
+    if len(g.comms):
+        wait = np.minimum(np.where(t.comm_idx >= 0, g.comms.wait_ns[t.comm_idx], 0), t.dur_ns)
+    for pattern, factor in scale_of(scenario, change):
+        named = g.name_mask(re.compile(pattern).search)
+        assert named.any(), pattern
+        replayed = (result.ends() - result.starts())[named]
+        want = np.rint(wait[named] + (t.dur_ns[named] - wait[named]) * factor)
+        assert (replayed == want).all(), pattern
+    predicted = [s["predicted_ns"] for s in result.steps()]
     truth = step_durations(scenario, **CHANGES[change])
     assert len(predicted) == len(truth)
     return [p / t - 1 for p, t in zip(predicted, truth, strict=True)]
@@ -88,12 +107,38 @@ def has_nccl(scenario: str) -> bool:
 CASES = [
     (s, c) for s in SCENARIOS for c in CHANGES if c != "base" and (c != "nccl_x3" or has_nccl(s))
 ]
+#: Changed runs whose steps the change moves by under 1 % in the reference model (kernels that
+#: a CPU-bound program or a lagging GPU clock hides): guessing "unchanged" is right there.
+TRUTH_UNCHANGED = {
+    ("cpu_bound", "kernels_x0.5"),
+    ("cpu_bound", "kernels_x2"),
+    ("clock_lag", "kernels_x0.5"),
+}
+#: Tolerance of a case whose truth does not move.
+UNCHANGED_TOLERANCE = 0.002
+
+
+def unchanged_miss(scenario: str, change: str) -> float:
+    """How far (largest relative step error) guessing the baseline's steps misses the run."""
+    base = step_durations(scenario)
+    truth = step_durations(scenario, **CHANGES[change])
+    return max(abs(b / t - 1) for b, t in zip(base, truth, strict=True))
+
+
+def tolerance(scenario: str, change: str) -> float:
+    """The largest step error a prediction may make: ``MAX_STEP_ERROR``, or half of what
+    guessing "unchanged" misses by where that is less, so that guess always fails."""
+    if (scenario, change) in TRUTH_UNCHANGED:
+        return UNCHANGED_TOLERANCE
+    return min(MAX_STEP_ERROR, unchanged_miss(scenario, change) / 2)
 
 
 @pytest.mark.parametrize(("scenario", "change"), CASES)
 def test_predicts_the_changed_run(baselines, scenario, change):
+    """The predicted steps of the changed run are within :func:`tolerance` of the truth."""
     errors = _errors(baselines[scenario], scenario, change)
-    assert max(abs(e) for e in errors) <= MAX_STEP_ERROR, [f"{e:+.2%}" for e in errors]
+    bound = tolerance(scenario, change)
+    assert max(abs(e) for e in errors) <= bound, ([f"{e:+.2%}" for e in errors], bound)
 
 
 def test_mean_error_over_every_changed_run(baselines):
@@ -103,6 +148,7 @@ def test_mean_error_over_every_changed_run(baselines):
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_baseline_replays_its_own_steps(baselines, scenario):
+    """Replay of the recording (nothing changed): the baseline's steps within 0.2 %."""
     g = build_graph(read_kineto(baselines[scenario]))
     predicted = [s["predicted_ns"] for s in simulate(g).steps()]
     truth = step_durations(scenario)
@@ -110,14 +156,14 @@ def test_baseline_replays_its_own_steps(baselines, scenario):
 
 
 def test_guessing_unchanged_would_fail():
-    """The changes are large enough that a model which never speeds up fails the tests."""
-    for scenario, change in (("gpu_bound", "kernels_x0.5"), ("mixed", "nccl_x3"),
-                             ("cpu_bound", "cpu_x2"), ("polling_thread", "kernels_x0.5"),
-                             ("gpu_clock_lags_ms", "kernels_x0.5"),
-                             ("nccl_critical_path", "nccl_x3")):  # fmt: skip
-        base = step_durations(scenario)
-        changed = step_durations(scenario, **CHANGES[change])
-        assert max(abs(c / b - 1) for b, c in zip(base, changed, strict=True)) > 0.2
+    """Case by case: guessing the baseline's steps misses every changed run by more than its
+    tolerance, but in the :data:`TRUTH_UNCHANGED` cases, which are exactly those the change
+    moves by under 1 %."""
+    for scenario, change in CASES:
+        miss = unchanged_miss(scenario, change)
+        assert (miss < 0.01) == ((scenario, change) in TRUTH_UNCHANGED), (scenario, change, miss)
+        if (scenario, change) not in TRUTH_UNCHANGED:
+            assert miss > tolerance(scenario, change), (scenario, change)
 
 
 def test_cli_predicts_a_speed_up(baselines, tmp_path):
@@ -142,7 +188,7 @@ def test_a_scale_that_matches_nothing_is_an_error(baselines, capsys, tmp_path):
 
 def test_a_converted_et_predicts_the_same_changed_run(baselines, tmp_path):
     """``lumos convert`` writes the waits as data dependencies: the Chakra ET, read back,
-    answers a what-if exactly as the Kineto trace does."""
+    answers a what-if exactly as the Kineto trace does (and the what-if moves the steps)."""
     from lumos.chakra.io import read_chakra
     from lumos.chakra.mapping import from_chakra
     from lumos.convert import convert
@@ -155,6 +201,7 @@ def test_a_converted_et_predicts_the_same_changed_run(baselines, tmp_path):
     via_et = [s["predicted_ns"] for s in simulate(scale_by_name(from_et, scale)[0]).steps()]
     via_kineto = [s["predicted_ns"] for s in simulate(scale_by_name(from_kineto, scale)[0]).steps()]
     assert via_et == via_kineto
+    assert via_kineto != [s["predicted_ns"] for s in simulate(from_kineto).steps()]
     assert not from_et.diagnostics.count("chakra_deps_edited")
 
 

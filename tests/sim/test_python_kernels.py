@@ -3,8 +3,9 @@
 ``pip install`` compiles the kernel modules (:mod:`lumos._compiled`); where it cannot, their
 ``.py`` sources run instead. These tests replace every compiled kernel a replay, a dependency
 order, a critical path or a list schedule calls with its source run as Python
-(:func:`lumos._compiled.python_twin`) and compare every output array, dtype included, on real
-traces: one rank, two ranks with matched collectives, and a Chakra ET with and without a cycle.
+(:func:`lumos._compiled.python_twin`, asserted to be the ``.py`` source while the kernel it
+replaces is asserted compiled: ``tests/kernel_sides.py``) and compare every output array, dtype
+included, on real traces: one rank, two ranks with matched collectives, and a Chakra ET with and without a cycle.
 The Kineto scan is compared with its Python source in ``tests/ingest/test_scan_compiled.py``, the
 Chakra codec in ``tests/chakra/test_codec_compiled.py``.
 """
@@ -16,9 +17,9 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
+from tests import kernel_sides as sides
 from tests.realdata import needs_realdata, trace
 
-from lumos import _compiled
 from lumos.graph.build import align_ranks, build_graph
 from lumos.graph.model import Workload
 from lumos.ingest.kineto import read_kineto
@@ -47,7 +48,8 @@ def interpreted_kernels() -> Iterator[None]:
     try:
         for caller, bound, module, name in CALLERS:
             mod = importlib.import_module(caller)
-            twin = _compiled.python_twin(module)
+            sides.compiled(module)
+            twin = sides.interpreted(module)
             saved.append((mod, bound, getattr(mod, bound)))
             setattr(mod, bound, twin if name is None else getattr(twin, name))
         yield
@@ -57,12 +59,12 @@ def interpreted_kernels() -> Iterator[None]:
 
 
 def test_every_caller_binds_the_compiled_kernel() -> None:
-    """The names :func:`interpreted_kernels` replaces are the kernels the callers use (a caller
-    that imported a kernel another way would keep running it compiled in these tests)."""
+    """The names :func:`interpreted_kernels` replaces are the compiled kernels the callers use (a
+    caller that imported a kernel another way would keep running it compiled in these tests)."""
     import importlib
 
     for caller, bound, module, name in CALLERS:
-        kernel = importlib.import_module(module)
+        kernel = sides.compiled(module)
         expected = kernel if name is None else getattr(kernel, name)
         assert getattr(importlib.import_module(caller), bound) is expected, (caller, bound)
 

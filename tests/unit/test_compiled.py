@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests import kernel_sides as sides
 from tests.realdata import needs_realdata, trace
 
 from lumos import _compiled
@@ -56,34 +57,33 @@ def _same(a, b):
 
 
 def _with_python_sim(graph, monkeypatch):
-    monkeypatch.setattr(engine, "_kernel", _compiled.python_twin("lumos.sim._kernel"))
+    assert engine._kernel is sides.compiled("lumos.sim._kernel")
+    monkeypatch.setattr(engine, "_kernel", sides.interpreted("lumos.sim._kernel"))
     return simulate(graph)
 
 
 def test_the_simulator_source_gives_the_compiled_results(monkeypatch):
     g = random_graph(3_000, seed=4)
-    compiled = simulate(g)
-    _same(_arrays(compiled), _arrays(_with_python_sim(g, monkeypatch)))
+    assert engine._kernel is sides.compiled("lumos.sim._kernel")
+    _same(_arrays(simulate(g)), _arrays(_with_python_sim(g, monkeypatch)))
 
 
 @needs_realdata
 @pytest.mark.parametrize("name", ["cuda_event_sync_multi_stream", "hip_mi250", "gloo_cpu_only"])
 def test_the_simulator_source_replays_real_traces_alike(name, monkeypatch):
     g = build_graph(read_kineto(trace(name)))
-    compiled = simulate(g)
-    _same(_arrays(compiled), _arrays(_with_python_sim(g, monkeypatch)))
+    assert engine._kernel is sides.compiled("lumos.sim._kernel")
+    _same(_arrays(simulate(g)), _arrays(_with_python_sim(g, monkeypatch)))
 
 
 def test_span_interning_source_gives_the_compiled_rows():
-    from lumos import _intern
     from lumos._intern import new_table
 
     rng = np.random.default_rng(3)
     words = [bytes(rng.integers(97, 100, size=rng.integers(0, 4))) for _ in range(400)]
     buf = np.frombuffer(b"".join(words), np.uint8)
-    twin = _compiled.python_twin("lumos._intern")
     out = []
-    for module in (_intern, twin):
+    for module in (sides.compiled("lumos._intern"), sides.interpreted("lumos._intern")):
         tab, rep, rep_hash = new_table(64)
         rows, nrep, off = [], 0, 0
         for w in words:
@@ -102,12 +102,10 @@ def test_span_interning_source_gives_the_compiled_rows():
 
 def _both(module: str, fn: str, *args):
     """``fn`` of the compiled module and of its Python source, on copies of ``args``."""
-    import importlib
-
     copy = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     return (
-        getattr(importlib.import_module(module), fn)(*args),
-        getattr(_compiled.python_twin(module), fn)(*copy),
+        getattr(sides.compiled(module), fn)(*args),
+        getattr(sides.interpreted(module), fn)(*copy),
     ), (args, copy)
 
 
@@ -195,7 +193,7 @@ def test_the_path_walk_reads_the_simulator_cause_kinds():
     """``report._kernels`` keeps its own C copies of the simulator's cause kinds."""
     from lumos.sim import _kernel
 
-    walk = _compiled.python_twin("lumos.report._kernels")
+    walk = sides.interpreted("lumos.report._kernels")
     assert (walk._CAUSE_NONE, walk._CAUSE_EDGE, walk._CAUSE_COLLECTIVE) == (
         _kernel.CAUSE_NONE,
         _kernel.CAUSE_EDGE,

@@ -1,0 +1,163 @@
+"""Mutation testing of lumos's core, on demand (hours; never in CI): the score per package.
+
+Usage (from the repository root, in the dev virtual environment with ``.[mutation]`` installed)::
+
+    nice -n 15 python benchmarks/mutation.py cost            # one package
+    nice -n 15 python benchmarks/mutation.py cost sim graph   # several, one after the other
+    python benchmarks/mutation.py --report cost               # the score of a finished run again
+
+For each package it makes a staging copy of the repository in ``--workdir`` (default
+``.mutation/``; ``src/``, ``tests/`` and ``pyproject.toml``) **without the compiled extensions of
+the package's kernels** (``lumos._compiled.KERNEL_MODULES`` among its files): there those kernels
+run from their ``.py`` sources, so a mutant of a kernel is what runs (with the extension beside
+it, Python would import the unmutated compiled module), and the script checks, in the staging
+copy, that each of them imports uncompiled. Kernels of other packages stay compiled (they are
+not mutated, and as Python they would make the tests of real traces hours long). It then runs mutmut 3 there on the package's files with the package's tests
+(:data:`PACKAGES`) and prints one line per package::
+
+    cost: 412/450 killed (91.6 %), 38 survived, 0 without tests [mutmut 3.8.1]
+
+Killed counts mutants that made a test fail or time out; the score is killed over all mutants
+mutmut made (survivors and mutants no test reaches count against it). Survivors are listed with
+``mutmut results`` in ``<workdir>/<package>`` and shown with ``mutmut show NAME``; those that are
+equivalent (no test could tell them apart) are listed with the reason in ``tests/MUTANTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from lumos._compiled import KERNEL_MODULES  # noqa: E402
+
+#: package -> (its source files, relative to ``src/lumos``; the tests that run against them)
+PACKAGES: dict[str, tuple[list[str], list[str]]] = {
+    "cost": (
+        ["cost/*"],
+        ["tests/cost", "tests/astra", "tests/estimate/test_dp_whatif.py",
+         "tests/estimate/test_estimate.py"],
+    ),
+    "sim": (["sim/*"], ["tests/sim", "tests/unit/test_compiled.py"]),
+    "estimate": (["estimate/*"], ["tests/estimate"]),
+    "graph": (["graph/*"], ["tests/graph"]),
+    "chakra": (
+        ["chakra/_wire.py", "chakra/_wire_attr.py", "chakra/_encode_attrs.py", "chakra/attrs.py",
+         "chakra/io.py", "chakra/io_nodes.py", "chakra/schema.py", "chakra/mapping*.py"],
+        ["tests/chakra", "tests/convert"],
+    ),
+}  # fmt: skip
+#: exit codes of a mutant's test run that mutmut records, by what they mean for the score
+KILLED = {1, 3, 24, -24, 36, 37, 152, 255}
+SURVIVED = {0}
+NO_TESTS = {5, 33}
+
+
+def stage(package: str, workdir: Path) -> Path:
+    """A copy of the repository for ``package``'s run, without compiled extensions, with a
+    ``[tool.mutmut]`` section naming its files and tests. Kept between runs (mutmut resumes)."""
+    files, tests = PACKAGES[package]
+    dest = workdir / package
+    ignore = shutil.ignore_patterns("*.c", "__pycache__", "*.egg-info")
+    for name in ("src", "tests"):
+        shutil.copytree(ROOT / name, dest / name, ignore=ignore, dirs_exist_ok=True)
+    mutated = [m for m in KERNEL_MODULES if _selected(m, files)]
+    for module in mutated:  # the package's own kernels run from their (mutated) sources
+        folder = dest / "src" / Path(*module.split(".")[:-1])
+        for ext in folder.glob(module.rsplit(".", 1)[-1] + ".*"):
+            if ext.suffix in (".so", ".pyd"):
+                ext.unlink()
+    only = ", ".join(json.dumps(f"src/lumos/{f}") for f in files)
+    selection = ", ".join(json.dumps(t) for t in tests)
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    text += (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["src/"]\n'
+        f"only_mutate = [{only}]\n"
+        f"pytest_add_cli_args_test_selection = [{selection}]\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-m", "not slow"]\n'
+        "use_git_change_detection = false\n"
+    )
+    (dest / "pyproject.toml").write_text(text, encoding="utf-8")
+    check = (
+        "import importlib, json, sys; from lumos._compiled import is_compiled; "
+        "print(json.dumps({m: is_compiled(importlib.import_module(m)) for m in sys.argv[1:]}))"
+    )
+    out = subprocess.run([sys.executable, "-c", check, *mutated], cwd=dest / "src",
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert not any(json.loads(out).values()), f"kernels still compiled in the staging copy: {out}"
+    print(f"{package}: kernels run from their sources: {', '.join(mutated) or 'none'}")
+    return dest
+
+
+def _selected(module: str, files: list[str]) -> bool:
+    """Whether kernel ``module`` is among the package's files (``fnmatch`` patterns)."""
+    rel = "/".join(module.split(".")[1:]) + ".py"
+    return any(fnmatch.fnmatch(rel, f) for f in files)
+
+
+def score(dest: Path) -> dict[str, int]:
+    """Counts of killed / survived / no tests / other over every mutant of a run (its
+    ``mutants/**/*.meta`` files)."""
+    counts = {"total": 0, "killed": 0, "survived": 0, "no_tests": 0, "not_checked": 0}
+    for meta in (dest / "mutants").rglob("*.meta"):
+        for code in json.loads(meta.read_text())["exit_code_by_key"].values():
+            counts["total"] += 1
+            if code in KILLED:
+                counts["killed"] += 1
+            elif code in SURVIVED:
+                counts["survived"] += 1
+            elif code in NO_TESTS:
+                counts["no_tests"] += 1
+            else:
+                counts["not_checked"] += 1
+    return counts
+
+
+def line(package: str, c: dict[str, int]) -> str:
+    pct = 100.0 * c["killed"] / c["total"] if c["total"] else 0.0
+    extra = f", {c['not_checked']} not checked" if c["not_checked"] else ""
+    return (
+        f"{package}: {c['killed']}/{c['total']} killed ({pct:.1f} %), {c['survived']} survived, "
+        f"{c['no_tests']} without tests{extra}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("packages", nargs="+", choices=sorted(PACKAGES))
+    ap.add_argument("--workdir", type=Path, default=ROOT / ".mutation")
+    ap.add_argument("--max-children", type=int, default=2, help="parallel mutant runs (2)")
+    ap.add_argument("--report", action="store_true", help="print the scores of finished runs")
+    args = ap.parse_args(argv)
+    env = dict(os.environ)
+    # the staging copy is not beside ../shared: point the tests at the same realdata folder
+    sys.path.insert(0, str(ROOT))
+    from tests.realdata import realdata_root
+
+    root = realdata_root()
+    if root is not None:
+        env["LUMOS_REALDATA"] = str(root)
+    mutmut = Path(sys.executable).with_name("mutmut")
+    lines = []
+    for package in args.packages:
+        dest = args.workdir / package
+        if not args.report:
+            dest = stage(package, args.workdir)
+            cmd = [str(mutmut), "run", "--max-children", str(args.max_children)]
+            subprocess.run(cmd, cwd=dest, env=env, check=False)
+        lines.append(line(package, score(dest)))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
