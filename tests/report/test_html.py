@@ -308,3 +308,29 @@ def _escape(name: str) -> str:
 def _rows(out, name):
     lines = (out / "analysis" / name).read_text().splitlines()[1:]
     return sum(1 for x in lines if x.startswith("measured,0,"))
+
+
+def test_a_cpu_only_run_speaks_of_the_cpu_not_of_gpu_time(replay):
+    data = dict(
+        replay, sm_util={"bin_ns": 1_000_000, "device": -1, "measured": [], "predicted": []}
+    )
+    words = render_report(data).split("<h2>Words</h2>")[1]
+    assert "GPU time" not in words and "time when the CPU computes" in words
+    gpu_words = render_report(replay).split("<h2>Words</h2>")[1]
+    assert "GPU time when compute kernels run" in gpu_words
+
+
+def test_long_kernel_names_are_folded_with_the_full_name_on_hover():
+    from lumos.report.html import short_name
+
+    name = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
+            "at::detail::Array<char*, 1>)")  # fmt: skip
+    assert short_name(name) == "void at::native::vectorized_elementwise_kernel<…>(…)"
+    assert short_name("aten::mm") == "aten::mm"
+    assert short_name("k" * 100) == "k" * 71 + "…"
+    data = {"steps": [{"name": "s", "measured_ns": 10, "predicted_ns": 11}],
+            "top_kernels": [{"name": name, "total_ns": 5}]}  # fmt: skip
+    html = render_report(data)
+    assert '<span title="void at::native::vectorized_elementwise_kernel&lt;4,' in html
+    assert ">void at::native::vectorized_elementwise_kernel&lt;…&gt;(…)</span>" in html

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -125,7 +126,35 @@ def _cell(key: str, v: Any) -> str:
         return f"{v:,}" if isinstance(v, int) else f"{v:,.4g}"
     if isinstance(v, dict | list):
         return escape(json.dumps(v, sort_keys=True))
-    return escape(str(v))
+    text = str(v)
+    short = short_name(text)
+    if short != text:  # kernel names run to lines of template arguments: the full one on hover
+        return f'<span title="{escape(text)}">{escape(short)}</span>'
+    return escape(text)
+
+
+_ANGLE = re.compile(r"<[^<>()]*>")
+_PAREN = re.compile(r"\([^()<>]*\)")
+
+
+def short_name(name: str, limit: int = 72) -> str:
+    """A long kernel or op name made readable: template arguments and parameter lists folded
+    to ``<…>`` and ``(…)`` (innermost first), then cut at ``limit`` characters with ``…``;
+    names within ``limit`` unchanged.
+
+    >>> short_name("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+    ...            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
+    ...            "at::detail::Array<char*, 1>)")
+    'void at::native::vectorized_elementwise_kernel<…>(…)'
+    """
+    if len(name) <= limit:
+        return name
+    out, prev = name, None
+    while out != prev:  # innermost first, until nothing nested is left
+        prev = out
+        out = _ANGLE.sub("\x01", _PAREN.sub("\x02", out))
+    out = out.replace("\x01", "<…>").replace("\x02", "(…)")
+    return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
 def _header(key: str) -> str:
@@ -325,8 +354,29 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 
 
-def _glossary() -> str:
-    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in GLOSSARY)
+#: The same words for a job with no GPU (every rank's ``sm_util`` device is -1): its compute
+#: runs on the CPU, and "GPU time" would describe nothing it did.
+GLOSSARY_CPU: tuple[tuple[str, str], ...] = (
+    (BREAKDOWN_LABELS["exposed_compute_ns"],
+     "time when the CPU computes (ops) and no communication runs"),
+    (BREAKDOWN_LABELS["exposed_comm_ns"], "time when communication runs and no compute does"),
+    (BREAKDOWN_LABELS["overlapped_ns"], "time when compute and communication run at once"),
+    (BREAKDOWN_LABELS["other_ns"], "time in the step window when neither runs (framework "
+     "overhead between ops, waiting for a peer)"),
+    *GLOSSARY[4:],
+)  # fmt: skip
+
+
+def _cpu_only(data: dict[str, Any]) -> bool:
+    """Whether the replay ran no GPU stream on any rank (``sm_util.device`` -1 everywhere)."""
+    ranks = data["ranks"] if isinstance(data.get("ranks"), list) else [data]
+    devices = [r.get("sm_util", {}).get("device") for r in ranks if isinstance(r, dict)]
+    return bool(devices) and all(d == -1 for d in devices)
+
+
+def _glossary(cpu_only: bool = False) -> str:
+    words = GLOSSARY_CPU if cpu_only else GLOSSARY
+    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in words)
     return f'<section><h2>Words</h2><dl class="glossary">{items}</dl></section>'
 
 
@@ -420,7 +470,7 @@ def render_report(result: dict[str, Any], *, title: str | None = None) -> str:
     if isinstance(data.get("run"), dict):
         rows = [{"key": k, "value": v} for k, v in data["run"].items()]
         parts.append(f"<section><h2>Run</h2>{_table(rows)}</section>")
-    parts.append(_glossary())
+    parts.append(_glossary(_cpu_only(data)))
     parts.append("</main></body></html>\n")
     return "\n".join(parts)
 
