@@ -145,3 +145,17 @@ def test_report_takes_what_ifs_and_advice_from_any_folder(tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", str(rep), "--estimate", str(tmp_path / "nowhere")]) == 1
     assert "nowhere: no such file (expected estimate.json" in capsys.readouterr().err
+
+
+def test_a_report_written_elsewhere_links_to_the_replay_s_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rel = Path("trace")
+    import shutil
+
+    shutil.copytree(GPU_BASE, rel)
+    assert main(["replay", str(rel), "-o", "rep"]) == 0
+    (tmp_path / "pages").mkdir()
+    assert main(["report", "rep", "-o", "pages/r.html"]) == 0
+    html = (tmp_path / "pages" / "r.html").read_text()
+    assert 'href="../rep/replay.perfetto.json"' in html
+    assert f'href="{(tmp_path / "trace" / "rank0.kineto.json.gz").as_uri()}"' in html

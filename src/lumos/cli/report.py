@@ -62,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
             if table.is_file() and not result.get(key):
                 result[key] = _top_rows(table)
     out = args.out or src.with_name("report.html")
+    if "perfetto" in result:  # links relative to the replay folder, made relative to the page
+        result["perfetto"] = _relocate(result["perfetto"], src.parent, Path(out).parent)
+    if isinstance(result.get("sources"), list):  # as given to replay: found from here, absolute
+        result["sources"] = [_absolute(x) for x in result["sources"]]
     write_report(result, out, title=args.title)
     print(f"lumos: wrote {out}")
     if args.figures is not None:
@@ -110,6 +114,36 @@ def _number(v: str) -> Any:
             return float(v)
         except ValueError:
             return v
+
+
+def _relocate(value: Any, base: Path, page_dir: Path) -> Any:
+    """``replay.json``'s ``perfetto`` (a name, a list, or label -> name) with every relative
+    path (relative to ``base``, the replay folder) rewritten relative to ``page_dir``, where the
+    HTML is written, so the links work wherever ``-o`` puts it."""
+    import os
+
+    def move(p: Any) -> Any:
+        if not isinstance(p, str) or Path(p).is_absolute():
+            return p
+        return Path(os.path.relpath(base.resolve() / p, page_dir.resolve())).as_posix()
+
+    if isinstance(value, dict):
+        return {k: move(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [move(v) for v in value]
+    return move(value)
+
+
+def _absolute(source: Any) -> Any:
+    """A measured trace's path as ``lumos replay`` was given it, absolute when it is relative
+    and found from the current folder (the page may be written anywhere); else as it was."""
+    if not isinstance(source, str):
+        return source
+    path, sep, member = source.partition("::")
+    p = Path(path)
+    if p.is_absolute() or not p.exists():
+        return source
+    return str(p.resolve()) + sep + member
 
 
 def _given(path: Path | None, name: str) -> Path | None:

@@ -218,8 +218,8 @@ def _summary(steps: list[dict[str, Any]]) -> str:
 def _trace_links(data: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, href) of the simulated traces (``perfetto``) then the measured ones (``sources``).
 
-    A trace inside an archive (``archive.tar.gz::member``) links to the archive, once: a
-    browser cannot open a path inside one.
+    A trace inside an archive (``archive.tar.gz::member``) names the archive, once, without a
+    link (href ``""``): neither a browser nor Perfetto opens a path inside one.
     """
     perfetto = data.get("perfetto") or {}
     if isinstance(perfetto, str):
@@ -242,16 +242,19 @@ def _trace_links(data: dict[str, Any]) -> list[tuple[str, str]]:
     for path in files:
         href = Path(path).as_uri() if Path(path).is_absolute() else path
         label = f"measured: {Path(path).name}"
-        if inside[path]:
-            label += f" ({inside[path]} traces inside)"
+        if inside[path]:  # Perfetto cannot open an archive: named, not linked
+            label += f" ({inside[path]} traces inside; extract one to open it in Perfetto)"
+            href = ""
         items.append((label, href))
     return [(str(label), str(path)) for label, path in items]
 
 
 def _links(items: list[tuple[str, str]]) -> str:
     lis = "".join(
-        f'<li><a href="{escape(str(path))}">{escape(str(label))}</a></li>' for label, path in items
-    )
+        f'<li><a href="{escape(str(path))}">{escape(str(label))}</a></li>' if path
+        else f"<li>{escape(str(label))}</li>"
+        for label, path in items
+    )  # fmt: skip
     return (
         f"<ul>{lis}</ul><p class=note>Open a file in "
         '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> ("Open trace file") to see the '
