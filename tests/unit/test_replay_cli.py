@@ -139,3 +139,18 @@ def test_a_rank_that_began_later_begins_later_in_its_window(tmp_path):
     windows = {s["rank"]: s["window_ns"] for s in rep.summaries}
     assert windows[0] == {"measured": [1_000, 6_000], "predicted": [1_000, 6_000]}
     assert windows[1] == {"measured": [0, 5_000], "predicted": [0, 5_000]}
+
+
+def test_totals_are_labelled_as_totals(tmp_path, capsys):
+    """The step table is per step; the breakdown covers every step of the window, and says so;
+    lumos diff says which of its tables are per step and which are totals over ranks."""
+    gpu = Path(__file__).parents[1] / "data" / "gpu_h200_gpt" / "base"
+    assert main(["replay", str(gpu), "-o", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "breakdown, 3 steps" in out
+    # exposed compute 105.290 ms over the 3 steps of ~37 ms each: a total, not a step
+    assert "exposed compute            105.290" in out
+    assert main(["diff", str(gpu), str(gpu)]) == 0
+    out = capsys.readouterr().out
+    assert "steps (3 rows, per rank and step," in out
+    assert "kernel classes (" in out and "total over every step and rank" in out

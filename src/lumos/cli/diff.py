@@ -78,7 +78,9 @@ def format_diff(tables: dict[str, Table], top: int = 10) -> str:
     for name in DIFF_TABLES:
         t = tables[name]
         keys = t.columns[: t.columns.index("a_ns")]
-        lines.append(f"{name.replace('_', ' ')} ({len(t.rows)} rows, largest change first)")
+        scope = "per rank and step" if name == "steps" else "total over every step and rank"
+        lines.append(f"{name.replace('_', ' ')} ({len(t.rows)} rows, {scope}, largest change "
+                     "first)")  # fmt: skip
         lines.append(f"  {' / '.join(keys):<62}{'A ms':>10}{'B ms':>10}{'B-A ms':>10}"
                      f"{'change':>9}")  # fmt: skip
         for r in t.to_dicts()[:top]:

@@ -206,7 +206,9 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
                 f"  mean |error| {e['mean_abs'] * 100:.2f}%   max |error| {e['max_abs'] * 100:.2f}%"
             )
         b = s["breakdown"]
-        lines.append(f"  {'breakdown':<22}{'measured ms':>12}{'predicted ms':>14}")
+        n = len(s["steps"])  # the breakdown covers the whole window: a total, said as one
+        what = f"breakdown, {n} steps" if n > 1 else "breakdown"
+        lines.append(f"  {what:<22}{'measured ms':>12}{'predicted ms':>14}")
         for part, label in BREAKDOWN_LABELS.items():
             lines.append(
                 f"  {label:<22}{_ms(b['measured'][part]):>12}{_ms(b['predicted'][part]):>14}"
