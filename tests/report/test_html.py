@@ -334,3 +334,18 @@ def test_long_kernel_names_are_folded_with_the_full_name_on_hover():
     html = render_report(data)
     assert '<span title="void at::native::vectorized_elementwise_kernel&lt;4,' in html
     assert ">void at::native::vectorized_elementwise_kernel&lt;…&gt;(…)</span>" in html
+
+
+def test_the_breakdown_says_it_is_a_total_and_why_comm_differs(replay):
+    bd = {"measured": {"exposed_compute_ns": 50, "overlapped_ns": 0, "exposed_comm_ns": 40,
+                       "other_ns": 10},
+          "predicted": {"exposed_compute_ns": 50, "overlapped_ns": 0, "exposed_comm_ns": 2,
+                        "other_ns": 48}}  # fmt: skip
+    steps = [{"name": f"s{i}", "measured_ns": 33, "predicted_ns": 33} for i in range(3)]
+    html = render_report({**replay, "steps": steps, "breakdown": bd})
+    section = html.split("Breakdown</h2>")[1].split("</section>")[0]
+    assert "Totals over the 3 steps of the window." in section
+    assert "also holds its wait for the other ranks" in section
+    same = {"measured": bd["measured"], "predicted": bd["measured"]}
+    section = render_report({**replay, "breakdown": same}).split("Breakdown</h2>")[1]
+    assert "holds its wait" not in section.split("</section>")[0]

@@ -215,6 +215,19 @@ def _summary(steps: list[dict[str, Any]]) -> str:
     ) + "</div>"  # fmt: skip
 
 
+def _comm_note(bd: dict[str, Any]) -> str:
+    """Why measured and predicted exposed communication differ, when they differ by more than a
+    tenth (the CLI prints the same): a recorded collective also holds its wait for the others."""
+    meas = float((bd.get("measured") or {}).get("exposed_comm_ns", 0))
+    pred = float((bd.get("predicted") or {}).get("exposed_comm_ns", 0))
+    if abs(meas - pred) <= 0.1 * max(meas, pred, 1.0):
+        return ""
+    return ("<p class=note>Exposed communication differs between the recording and the replay: "
+            "a recorded collective (an NCCL kernel, a gloo span) also holds its wait for the "
+            "other ranks, while the replay starts a collective when the last rank arrives, so "
+            "that wait shows as other (idle) time there.</p>")  # fmt: skip
+
+
 def _trace_links(data: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, href) of the simulated traces (``perfetto``) then the measured ones (``sources``).
 
@@ -323,8 +336,10 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
             for side in ("measured", "predicted")
             if side in bd
         ]
+        n = len(data.get("steps") or [])
+        total = f"<p class=note>Totals over the {n} steps of the window.</p>" if n > 1 else ""
         parts.append(f"{sec}<h2>{escape(prefix)}Breakdown</h2>" + figs["breakdown"]
-                     + _table(rows) + "</section>")  # fmt: skip
+                     + _table(rows) + total + _comm_note(bd) + "</section>")  # fmt: skip
     if "sm_util" in figs:
         parts.append(f"{sec}<h2>{escape(prefix)}SM utilization</h2>{figs['sm_util']}</section>")
     if "critical_path" in figs:
