@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "class (gemm, comm, elementwise, ...), per kernel and per op (GPU time summed over "
         "ranks). A and B are each a Kineto trace (or a run directory of them: the recording "
         "is compared), or a folder of analysis tables written by `lumos analyze -o DIR` or "
-        "`lumos replay --analysis -o DIR` (its replay, or what-if, is compared).",
+        "`lumos replay --analysis -o DIR` (its replay, or what-if, is compared). A recording "
+        "A against a replay or what-if B is compared through A's own replay: what B changed, "
+        "then apart what replaying A removed (waits a recorded collective holds).",
     )
     p.add_argument("a", metavar="A", help="trace, run directory or analysis folder")
     p.add_argument("b", metavar="B", help="trace, run directory or analysis folder")
@@ -60,14 +62,37 @@ def load_side(where: str, workers: int | None, dask: str | None) -> tuple[dict[s
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load both sides, compare, print, write."""
+    """Load both sides, compare, print, write.
+
+    A recording against a replay or what-if (B's tables hold the ``predicted`` view) mixes two
+    things: what the what-if changed, and what replaying removed (a recorded collective also
+    holds its wait for the other ranks; the replay starts it when the last one arrives). So A
+    is replayed unchanged too, B is compared with that replay (the what-if), and the replay
+    with A's recording is printed apart (``replay_*`` tables with ``-o``)."""
     a, view_a = load_side(args.a, args.workers, args.dask)
     b, view_b = load_side(args.b, args.workers, args.dask)
+    top = max(args.top, 0)
+    removed: dict[str, Table] = {}
+    if view_a == "measured" and view_b == "predicted" and _tables_folder(Path(args.a)) is None:
+        from lumos.replay import replay
+
+        workload, _ = build_workload([args.a], workers=args.workers, dask_address=args.dask)
+        a = analyze(workload, replay(workload).result)
+        removed = diff_runs(a, "measured", a, "predicted")
+        view_a = "predicted"
+        print(f"A = {args.a}, replayed unchanged (predicted)\nB = {args.b} ({view_b})\n"
+              "what B changed against A's replay:")  # fmt: skip
+    else:
+        print(f"A = {args.a} ({view_a})\nB = {args.b} ({view_b})")
     tables = diff_runs(a, view_a, b, view_b)
-    print(f"A = {args.a} ({view_a})\nB = {args.b} ({view_b})")
-    print(format_diff(tables, max(args.top, 0)))
+    print(format_diff(tables, top))
+    if removed:
+        print("\nnot the what-if: A's replay against A's recording (waits the replay removes)")
+        print(format_diff(removed, min(top, 5)))
     if args.out is not None:
-        written = write_tables(tables, args.out, args.format)
+        out = {**tables, **{f"replay_{k}": Table(f"replay_{k}", t.columns, t.rows)
+                            for k, t in removed.items()}}  # fmt: skip
+        written = write_tables(out, args.out, args.format)
         print(f"wrote {len(written)} file(s) to {written[0].parent}")
     return 0
 
