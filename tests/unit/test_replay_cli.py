@@ -154,3 +154,17 @@ def test_totals_are_labelled_as_totals(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "steps (3 rows, per rank and step," in out
     assert "kernel classes (" in out and "total over every step and rank" in out
+
+
+def test_a_job_of_many_ranks_prints_its_summary_first_and_its_slowest_rank(tmp_path, capsys):
+    """Issue 32: the 8-rank DLRM replay printed 221 lines, rank after rank. Now the job first,
+    then the slowest rank; --all-ranks prints every one."""
+    dlrm = str(realdata("param/et_replay/tests/inputs/dlrm_kineto.tar.gz"))
+    assert main(["replay", dlrm, "-o", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "across ranks (sum of steps)"
+    assert out[3] == "detail of rank 1, the slowest (the other 7: --all-ranks, or replay.json)"
+    assert [line for line in out if line.startswith("rank ")] == ["rank 1"]
+    assert main(["replay", dlrm, "-o", str(tmp_path / "b"), "--all-ranks"]) == 0
+    every = capsys.readouterr().out.splitlines()
+    assert [line for line in every if line.startswith("rank ")] == [f"rank {r}" for r in range(8)]

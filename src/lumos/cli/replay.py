@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also write the tables of `lumos analyze` (CSV) into DIR/analysis/",
     )
+    p.add_argument("--all-ranks", action="store_true",
+                   help="print every rank's detail (default: a job of more than two ranks "
+                   "prints its summary and its slowest rank)")  # fmt: skip
     p.add_argument("--chakra-only", action="store_true",
                    help="replay Chakra ETs as ASTRA-sim runs them: Chakra fields only, one CPU, "
                    "one compute and one communication slot per rank, collectives on the network "
@@ -74,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         )
     rep = replay(workload, without=without, scale=scale, sources=sources)
     paths = write_replay(rep, args.out, perfetto=args.perfetto)
-    print(format_replay(rep.to_dict(), verbose=bool(getattr(args, "verbose", False))))
+    print(format_replay(rep.to_dict(), verbose=bool(getattr(args, "verbose", False)),
+                        all_ranks=args.all_ranks))  # fmt: skip
     if rep.result.graphs:
         from lumos.advise import replay_headline
 
@@ -182,11 +186,22 @@ def _model_lines(s: dict[str, Any], verbose: bool) -> list[str]:
     return out
 
 
-def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
+def format_replay(doc: dict[str, Any], *, verbose: bool = False, all_ranks: bool = True) -> str:
     """The replay table: per step measured/predicted/error, the two breakdowns, the critical
-    path, then what the model measured and inferred (every diagnostic with ``verbose``)."""
+    path, then what the model measured and inferred (every diagnostic with ``verbose``).
+
+    Without ``all_ranks``, a job of more than two ranks prints its summary across ranks first
+    and the detail of its slowest rank only (every rank is in ``replay.json``)."""
     lines: list[str] = []
-    for s in doc.get("ranks", [doc]):
+    ranks = doc.get("ranks", [])
+    shown = doc.get("ranks", [doc])
+    if not all_ranks and len(ranks) > 2:
+        lines.extend(_cross_rank_lines(ranks))
+        slowest = max(ranks, key=lambda r: _step_total(r, "predicted"))
+        shown = [slowest]
+        lines.append(f"detail of rank {slowest['rank']}, the slowest (the other "
+                     f"{len(ranks) - 1}: --all-ranks, or replay.json)")  # fmt: skip
+    for s in shown:
         lines.append(f"rank {s['rank']}")
         lines.append(f"  {'step':<22}{'measured ms':>12}{'predicted ms':>14}{'error':>9}")
         for st in s["steps"]:
@@ -230,8 +245,7 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False) -> str:
                 lines.append(f"  {o[key][:58]:<60}{o['tasks']:>7}{o['task_ns'] / 1e6:10.3f}"
                              f"{o['delay_ns'] / 1e6:10.3f}{o['share'] * 100:7.1f}%")  # fmt: skip
         lines.extend(_model_lines(s, verbose))
-    ranks = doc.get("ranks", [])
-    if len(ranks) > 1:
+    if len(ranks) > 1 and len(shown) == len(ranks):
         lines.extend(_cross_rank_lines(ranks))
     lines.extend(GLOSSARY_LINES)
     return "\n".join(lines)
