@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from lumos.graph.build_tasks import MARK, START
 from lumos.graph.model import GPU_TASK_KINDS, DepKind, ExecGraph, ProcessorKind, TaskKind
 from lumos.report._kernels import walk_path
+from lumos.report.memory import step_memory
 from lumos.report.ops import task_ops
 from lumos.report.time_classes import step_time_classes
 from lumos.report.timeline import measured_window, predicted_window
@@ -453,7 +454,10 @@ def replay_summary(
 ) -> dict[str, Any]:
     """Measured vs predicted for graph ``gi`` of a replay, JSON-ready::
 
-    steps          [{name, measured_ns, predicted_ns, error}]   (STEP annotations)
+    steps          [{name, measured_ns, predicted_ns, error,        (STEP annotations)
+                     measured_peak_memory_bytes, predicted_peak_memory_bytes, memory}]
+                   (peaks None without [memory] events; see lumos.report.memory)
+    memory         {device, levels_recorded, capacity_bytes, ...} or {device: None, note}
     error          {mean_abs, max_abs}                           (over steps; None if none)
     window_ns      {measured: [t0, t1], predicted: [t0, t1]}     (first step start..last end,
                                                                   or the whole run)
@@ -475,6 +479,12 @@ def replay_summary(
     g = result.graphs[gi]
     t = g.tasks
     steps = result.steps(gi)
+    lo, hi = result.annotation_spans(gi)
+    per_step, memory = step_memory(
+        g, g if recorded is None else recorded, result.starts(gi), result.ends(gi), lo, hi
+    )
+    for step, mem in zip(steps, per_step, strict=True):
+        step.update(mem)
     # measured times come from the recording, not from an edited graph (--scale)
     rec = t if recorded is None else recorded.tasks
     rec_s, rec_e = rec.ts_ns, rec.ts_ns + rec.dur_ns
@@ -509,5 +519,6 @@ def replay_summary(
         "makespan_ns": result.makespan_ns,
         "time_classes": step_time_classes(g),
         "calibration": dict(g.calibration),
+        "memory": memory,
         "diagnostics": {**g.diagnostics.to_dict(), **result.diagnostics.to_dict()},
     }

@@ -1,0 +1,226 @@
+"""Memory timelines and step peaks: measured (the recording) and predicted (a replay).
+
+A graph's :class:`~lumos.graph.memory.GraphMemory` rows hang off anchor tasks. Placed on a
+timeline, each task that carries an anchor's source event row emits that anchor's rows (a copied
+task, copies of them): at ``start + offset`` scaled to the task's simulated duration while the
+offset lies inside the anchor, after its end by the recorded gap otherwise. The device's
+allocated bytes after each event are ``base_bytes`` plus the running sum of ``delta_bytes`` in
+time order (ties in recorded order).
+
+The *peak* of a step (DESIGN.md section 8) is the largest allocated total inside its window:
+the level it starts at, or any level an event inside reaches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lumos.graph.kinds import AnnotationKind
+from lumos.graph.memory import PHASES, GraphMemory
+from lumos.graph.model import ExecGraph
+
+__all__ = [
+    "NO_MEMORY_NOTE",
+    "Timeline",
+    "measured_timeline",
+    "predicted_timeline",
+    "step_memory",
+    "window_peaks",
+]
+
+#: What a summary says when the trace has no memory events.
+NO_MEMORY_NOTE = (
+    "memory unknown: the trace has no [memory] events (record with profile_memory=True; "
+    "lumos collect does by default)"
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Timeline:
+    """Allocated bytes of one device over time: after event ``i`` (at ``t_ns[i]``, sorted) the
+    device holds ``level[i]``; before the first, ``base``. ``row``: the GraphMemory row of
+    each event; ``copy``: which task carried it (rows of a copied task repeat)."""
+
+    t_ns: NDArray[np.int64]
+    level: NDArray[np.int64]
+    row: NDArray[np.int64]
+    task: NDArray[np.int64]
+    base: int
+
+    def level_at(self, t: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The level just before each time of ``t`` (events at ``t`` itself not yet in)."""
+        k = np.searchsorted(self.t_ns, t, side="left") - 1
+        return np.where(k >= 0, self.level[np.maximum(k, 0)], self.base).astype(np.int64)
+
+
+def _carriers(g: ExecGraph, mem: GraphMemory) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(task, row)`` pairs: every task of ``g`` whose source event anchors memory rows,
+    each with each of those rows (in row order per task)."""
+    order = np.argsort(mem.event_idx, kind="stable")
+    keys = mem.event_idx[order]
+    ev = g.tasks.event_idx
+    tasks = np.flatnonzero(ev >= 0)
+    lo = np.searchsorted(keys, ev[tasks], side="left")
+    hi = np.searchsorted(keys, ev[tasks], side="right")
+    n = hi - lo
+    tasks, lo, n = tasks[n > 0], lo[n > 0], n[n > 0]
+    if not tasks.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    task = np.repeat(tasks, n)
+    start_of = np.repeat(np.cumsum(n) - n, n)
+    pos = np.repeat(lo, n) + (np.arange(task.size) - start_of)
+    return task.astype(np.int64), order[pos].astype(np.int64)
+
+
+def _timeline(
+    mem: GraphMemory, task: NDArray[np.int64], row: NDArray[np.int64], t: NDArray[np.int64]
+) -> Timeline:
+    order = np.lexsort((row, task, t))
+    t, task, row = t[order], task[order], row[order]
+    level = mem.base_bytes + np.cumsum(mem.delta_bytes[row])
+    return Timeline(t.astype(np.int64), level.astype(np.int64), row, task, mem.base_bytes)
+
+
+def predicted_timeline(
+    g: ExecGraph, start: NDArray[np.int64], end: NDArray[np.int64]
+) -> Timeline | None:
+    """The device's allocated bytes when ``g``'s tasks run from ``start`` to ``end``."""
+    mem = g.memory
+    if mem is None:
+        return None
+    task, row = _carriers(g, mem)
+    off = mem.offset_ns[row]
+    adur = mem.anchor_dur_ns[row]
+    s, e = start[task].astype(np.int64), end[task].astype(np.int64)
+    inside = (off >= 0) & (off <= adur)
+    frac = np.where(adur > 0, off / np.maximum(adur, 1), 0.0)
+    t = np.where(
+        off < 0,
+        s + off,
+        np.where(inside, s + np.rint(frac * (e - s)).astype(np.int64), e + off - adur),
+    )
+    return _timeline(mem, task, row, t.astype(np.int64))
+
+
+def measured_timeline(g: ExecGraph) -> Timeline | None:
+    """The recorded timeline of a graph as built from its trace (each anchor one task)."""
+    t = g.tasks
+    return predicted_timeline(g, t.ts_ns, t.ts_ns + t.dur_ns) if g.memory is not None else None
+
+
+def window_peaks(
+    tl: Timeline, lo: NDArray[np.int64], hi: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Per window ``[lo, hi]``: (peak, level at its start, time of the peak)."""
+    start = tl.level_at(lo)
+    a = np.searchsorted(tl.t_ns, lo, side="left")
+    b = np.searchsorted(tl.t_ns, hi, side="right")
+    peak = start.copy()
+    when = lo.astype(np.int64).copy()
+    for i in np.flatnonzero(b > a).tolist():
+        seg = tl.level[a[i] : b[i]]
+        k = int(np.argmax(seg))
+        if int(seg[k]) > int(peak[i]):
+            peak[i], when[i] = int(seg[k]), int(tl.t_ns[a[i] + k])
+    return peak, start, when
+
+
+def _live_at(
+    tl: Timeline, mem: GraphMemory, lo: int, when: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Rows of the allocations made in ``[lo, when]`` still live at ``when`` and their bytes
+    (recorded timeline: each row once)."""
+    rows = tl.row
+    at = np.full(len(mem), np.iinfo(np.int64).max, dtype=np.int64)
+    at[rows] = tl.t_ns
+    freed = np.full(len(mem), np.iinfo(np.int64).max, dtype=np.int64)
+    frees = np.flatnonzero(mem.alloc_row >= 0)
+    freed[mem.alloc_row[frees]] = at[frees]
+    alloc = np.flatnonzero((mem.num_bytes > 0) & (at >= lo) & (at <= when) & (freed > when))
+    return alloc, mem.num_bytes[alloc]
+
+
+def step_memory(
+    g: ExecGraph,
+    rec: ExecGraph,
+    sim_start: NDArray[np.int64],
+    sim_end: NDArray[np.int64],
+    lo: NDArray[np.int64],
+    hi: NDArray[np.int64],
+    top: int = 5,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per STEP annotation: ``measured_peak_memory_bytes``, ``predicted_peak_memory_bytes``
+    (None without memory events), and the measured peak split into what was resident when the
+    step began and what the step allocated (by phase and op, from the allocations made in the
+    step and live at its peak); plus a rank-level ``memory`` block. ``lo``/``hi``: predicted
+    step spans."""
+    a = g.annotations
+    steps = np.flatnonzero(a.kind == AnnotationKind.STEP)
+    mem = rec.memory
+    if mem is None or not len(mem):
+        empty = {"measured_peak_memory_bytes": None, "predicted_peak_memory_bytes": None}
+        return [dict(empty) for _ in steps.tolist()], {"device": None, "note": NO_MEMORY_NOTE}
+    meas = measured_timeline(rec)
+    pred = predicted_timeline(g, sim_start, sim_end)
+    assert meas is not None and pred is not None
+    ra = rec.annotations
+    m_lo = ra.ts_ns[steps].astype(np.int64)
+    m_hi = m_lo + ra.dur_ns[steps].astype(np.int64)
+    m_peak, m_start, m_when = window_peaks(meas, m_lo, m_hi)
+    p_peak, _, _ = window_peaks(pred, lo[steps].astype(np.int64), hi[steps].astype(np.int64))
+    out = []
+    # which allocations are live at a peak needs frees paired with them (by address)
+    paired = bool((mem.alloc_row >= 0).any()) or not bool((mem.num_bytes < 0).any())
+    for k in range(steps.size):
+        alloc, nbytes = _live_at(meas, mem, int(m_lo[k]), int(m_when[k]))
+        by_phase: dict[str, int] = {}
+        for code, name in enumerate(PHASES):
+            b = int(nbytes[mem.phase[alloc] == code].sum())
+            if b:
+                by_phase[name] = b
+        by_op = _top_ops(mem, alloc, nbytes, top)
+        out.append(
+            {
+                "measured_peak_memory_bytes": int(m_peak[k]),
+                "predicted_peak_memory_bytes": int(p_peak[k]),
+                "memory": {
+                    "resident_bytes": int(m_start[k]),
+                    "allocated_in_step_bytes": int(m_peak[k] - m_start[k]),
+                    "live_at_peak_by_phase": by_phase if paired else None,
+                    "live_at_peak_top_ops": by_op if paired else None,
+                },
+            }
+        )
+    reserved = mem.total_reserved[mem.total_reserved >= 0]
+    block = {
+        "device": mem.device,
+        "levels_recorded": mem.levels_recorded,
+        "capacity_bytes": mem.capacity_bytes or None,
+        "max_reserved_bytes": int(reserved.max()) if reserved.size else None,
+        "events": len(mem),
+    }
+    if not mem.levels_recorded:
+        block["note"] = (
+            "the trace records no 'Total Allocated': levels count from the start of the "
+            "recording (memory allocated before it is not seen)"
+        )
+    return out, block
+
+
+def _top_ops(
+    mem: GraphMemory, alloc: NDArray[np.int64], nbytes: NDArray[np.int64], top: int
+) -> list[dict[str, Any]]:
+    op = mem.op_name_idx[alloc].astype(np.int64)
+    if not op.size:
+        return []
+    uniq, inv = np.unique(op, return_inverse=True)
+    sums = np.bincount(inv.ravel(), weights=nbytes, minlength=uniq.size)
+    order = np.argsort(-sums, kind="stable")[:top]
+    return [
+        {"op": mem.op_names[int(uniq[i])] if uniq[i] >= 0 else "(no op)", "bytes": int(sums[i])}
+        for i in order.tolist()
+    ]
