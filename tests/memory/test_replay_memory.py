@@ -3,7 +3,8 @@
 Acceptance: on every real trace with ``[memory]`` events the replayed peak is the recorded one
 within 1 % (the recorded peak per step is computed here independently, from the trace's
 columns: the largest "Total Allocated", or running sum of "Bytes" where the trace has no
-totals, inside the step's window, the level it starts at included). A trace without memory
+totals, inside the step's window, the level it starts at included: before the first event, that
+event's total less its bytes). A trace without memory
 events reports null peaks and one note naming ``profile_memory=True``. Hypothesis properties
 on random recordings: frees never before their allocations, live bytes never negative, and the
 replay of an unedited recording reproduces its recorded peak.
@@ -32,13 +33,14 @@ def recorded_peaks(t: Any) -> list[int]:
     sel = m.on_device(m.training_device())
     ts = m.ts_ns[sel]
     level = m.total_allocated[sel]
+    first = int(level[0] - m.num_bytes[sel][0])  # allocated before the first event
     if (level < 0).any():
-        level = np.cumsum(m.num_bytes[sel])
+        level, first = np.cumsum(m.num_bytes[sel]), 0
     out = []
     for s, d in zip(t.steps.ts_ns.tolist(), t.steps.dur_ns.tolist(), strict=True):
         inside = level[(ts >= s) & (ts <= s + d)]
         before = level[ts < s]
-        out.append(max([*inside.tolist(), int(before[-1]) if before.size else 0]))
+        out.append(max([*inside.tolist(), int(before[-1]) if before.size else first]))
     return out
 
 

@@ -44,6 +44,7 @@ from lumos.estimate.layers import (
     is_comm_issuer,
     marked,
 )
+from lumos.estimate.memory_edit import resize_memory, scale_resident
 from lumos.estimate.pipeline import reschedule
 from lumos.estimate.pipeline_edits import interleave_edit, merge_edit, split_edit
 from lumos.estimate.pipeline_edits import refuse_sends_in_flight as _refuse_in_flight
@@ -152,13 +153,17 @@ def reshape_workload(
             for k in stats_all:
                 stats_all[k] += stats.get(k, 0)
             stats_all["retimed"] += n_delays
-            retimed.append(g.with_durations(dur).replace(edges=g.edges.replace(delay_ns=delay)))
+            g2 = g.with_durations(dur).replace(edges=g.edges.replace(delay_ns=delay))
+            g2, n_mem = resize_memory(g2, old_dims, new_dims, layer >= 0, params)
+            stats_all["memory_resized"] = stats_all.get("memory_resized", 0) + n_mem
+            retimed.append(g2)
         graphs = retimed
         edits.append(Edit(
             name=", ".join(f"{k} {base.values.get(k)} -> {v}" for k, v in shape_changes.items()),
             tasks_retimed=stats_all["retimed"],
             model=f"a + c x work per op, fitted on {len(model.fits)} op names of the trace",
             detail=f"{stats_all['kept_no_shapes']} tasks without shapes kept their time; "
+                   f"{stats_all.get('memory_resized', 0)} allocations resized; "
                    f"{stats_all['ambiguous_dims']} dimensions resolved by role",
         ))  # fmt: skip
         layers_ratio = changes.get("layers", old_layers) / old_layers if old_layers > 0 else 1.0
@@ -169,6 +174,11 @@ def reshape_workload(
     if param_ratio != 1.0 or act_ratio != 1.0:
         graphs, e = resize_comms(graphs, param_ratio, act_ratio)
         edits.append(e)
+    if param_ratio != 1.0 and any(g.memory is not None for g in graphs):
+        graphs = [scale_resident(g, param_ratio) for g in graphs]
+        edits.append(Edit(name="resident memory", model="weights, gradients and optimizer "
+                          "state in proportion to the parameters",
+                          detail=f"parameters x{param_ratio:.3f}"))  # fmt: skip
     out = workload.replace_graphs(graphs)
     if schedule == "interleaved":
         v = chunks or 2

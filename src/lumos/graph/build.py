@@ -251,7 +251,7 @@ def _with_memory(graph: ExecGraph, trace: KinetoTrace, layout: TaskLayout) -> Ex
         if isinstance(d, dict) and isinstance(d.get("totalGlobalMem", 0), int)
     }
     mem = anchor_memory(
-        trace.memory, trace.names, ev.name_idx, t.event_idx, t.processor_idx, t.ts_ns, t.dur_ns,
+        trace.memory, trace.names, ev.name_idx, (ev.dims_idx, trace.dims), t.event_idx, t.processor_idx, t.ts_ns, t.dur_ns,
         np.isin(t.kind, [int(k) for k in CPU_TASK_KINDS]), inv, spans, capacity,
     )  # fmt: skip
     return graph if mem is None else graph.replace(memory=mem)

@@ -43,7 +43,12 @@ class GraphMemory:
     op_name_idx: NDArray[np.int32]  # row of op_names: the op that made it (-1: none)
     phase: NDArray[np.int8]  # PHASES code
     total_reserved: NDArray[np.int64]  # reserved bytes after it (-1: not recorded)
+    #: The nearest op around it that recorded a tensor shape (``aten::empty`` records none,
+    #: its caller does): its name (row of op_names) and "Input Dims" (row of shape_dims), -1.
+    shape_name_idx: NDArray[np.int32]
+    shape_dims_idx: NDArray[np.int32]
     op_names: tuple[str, ...]
+    shape_dims: tuple[str, ...]
     device_type: int
     device_id: int
     base_bytes: int
@@ -83,7 +88,7 @@ class GraphMemory:
 
 _ROW_COLUMNS = (
     "event_idx", "offset_ns", "anchor_dur_ns", "delta_bytes", "num_bytes", "op_name_idx",
-    "phase", "total_reserved",
+    "phase", "total_reserved", "shape_name_idx", "shape_dims_idx",
 )  # fmt: skip
 
 
@@ -102,6 +107,7 @@ def anchor_memory(
     mem: MemoryEvents,
     names: tuple[str, ...],
     ev_name_idx: NDArray[np.int32],
+    ev_dims: tuple[NDArray[np.int32] | None, tuple[str, ...]],
     task_event_idx: NDArray[np.int64],
     task_proc: NDArray[np.int32],
     task_ts: NDArray[np.int64],
@@ -152,14 +158,26 @@ def anchor_memory(
     else:
         delta, base = nb.copy(), 0
     # the op that made each, and its phase (its own name, or a recorded span around it)
-    op = mem.op_idx[rows]
-    has_op = op >= 0
-    op_name = np.full(rows.size, -1, dtype=np.int64)
-    op_name[has_op] = ev_name_idx[op[has_op]]
-    used = np.unique(op_name[has_op])
+    op_name = _names_of(mem.op_idx[rows], ev_name_idx)
+    shape_op = mem.shaped_op_idx[rows]
+    shape_name = _names_of(shape_op, ev_name_idx)
+    used = np.unique(np.concatenate([op_name, shape_name]))
+    used = used[used >= 0]
     remap = np.full(len(names) + 1, -1, dtype=np.int32)
     remap[used] = np.arange(used.size, dtype=np.int32)
     op_names = tuple(names[i] for i in used.tolist())
+    dims_idx, dims = ev_dims
+    shape_dims_idx = np.full(rows.size, -1, dtype=np.int32)
+    shape_dims: tuple[str, ...] = ()
+    if dims_idx is not None:
+        has = shape_op >= 0
+        d = np.full(rows.size, -1, dtype=np.int64)
+        d[has] = dims_idx[shape_op[has]]
+        used_d = np.unique(d[d >= 0])
+        remap_d = np.full(len(dims) + 1, -1, dtype=np.int32)
+        remap_d[used_d] = np.arange(used_d.size, dtype=np.int32)
+        shape_dims_idx = np.where(d >= 0, remap_d[np.maximum(d, 0)], -1).astype(np.int32)
+        shape_dims = tuple(dims[i] for i in used_d.tolist())
     phase = _phases(ts, gp, op_name, names, spans)
     link = mem.alloc_idx[rows]
     local = np.full(len(mem), -1, dtype=np.int64)
@@ -175,13 +193,24 @@ def anchor_memory(
         op_name_idx=np.where(op_name >= 0, remap[np.maximum(op_name, 0)], -1).astype(np.int32),
         phase=phase,
         total_reserved=mem.total_reserved[rows].astype(np.int64),
+        shape_name_idx=np.where(shape_name >= 0, remap[np.maximum(shape_name, 0)], -1).astype(
+            np.int32
+        ),
+        shape_dims_idx=shape_dims_idx,
         op_names=op_names,
+        shape_dims=shape_dims,
         device_type=dev[0],
         device_id=dev[1],
         base_bytes=base,
         levels_recorded=recorded,
         capacity_bytes=int(capacity.get(dev[1], 0)) if dev[0] != 0 else 0,
     )
+
+
+def _names_of(op: NDArray[np.int64], ev_name_idx: NDArray[np.int32]) -> NDArray[np.int64]:
+    out = np.full(op.size, -1, dtype=np.int64)
+    out[op >= 0] = ev_name_idx[op[op >= 0]]
+    return out
 
 
 def _phases(

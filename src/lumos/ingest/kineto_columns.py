@@ -43,6 +43,7 @@ from lumos.ingest.op_work import WORK_OPS, op_work
 __all__ = ["ID_COLUMNS", "Accumulator", "meta_name", "proc_int"]
 
 _STREAM_RE = re.compile(r"(-?\d+)$")
+_SHAPE = re.compile(rb"\[\d")  # recorded dims that hold a tensor's shape
 #: ``Events`` integer columns taken as they are from ``args`` (column, :class:`RawArgs` field);
 #: ``external_id`` (two spellings) and ``stream`` (HIP's hex strings) have their own rules.
 ID_COLUMNS = (
@@ -246,8 +247,12 @@ class Accumulator:
                 local[i] = remap[pi]
         proc = local[raw["thread"]]
         host = ~np.isin(cats, _GPU_LIST)
+        table = [t if isinstance(t, bytes) else str(t).encode() for t in self.dims.table()]
+        with_shape = np.array([bool(_SHAPE.search(t)) for t in table] + [False], dtype=np.bool_)
+        di = events.dims_idx if events.dims_idx is not None else np.full(len(events), -1)
+        shaped = with_shape[np.where(di >= 0, di, len(table))]
         return build_memory(
-            raw, ts_ns, proc, events.processor_idx, events.ts_ns, events.end_ns, host
+            raw, ts_ns, proc, events.processor_idx, events.ts_ns, events.end_ns, host, shaped
         )
 
     def note_names(self) -> None:

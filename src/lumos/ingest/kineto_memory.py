@@ -24,6 +24,8 @@ column             meaning
 ``total_reserved``   its reserved (cached) bytes after the event (-1 when not recorded)
 ``op_idx``         the innermost duration event on the same thread enclosing it (the op that
                    made it), -1 when none does
+``shaped_op_idx``  the innermost enclosing op whose recorded "Input Dims" hold a tensor shape
+                   (``aten::empty`` records none: its caller does), -1 when none does
 ``alloc_idx``      for a free: the row of the allocation it frees (same device and address,
                    the latest allocation before it), -1 when that allocation is not in the
                    window or no address was recorded; -1 for allocations
@@ -85,6 +87,7 @@ class MemoryEvents:
     total_allocated: NDArray[np.int64]
     total_reserved: NDArray[np.int64]
     op_idx: NDArray[np.int64]
+    shaped_op_idx: NDArray[np.int64]
     alloc_idx: NDArray[np.int64]
 
     def __len__(self) -> int:
@@ -97,7 +100,7 @@ class MemoryEvents:
             ts_ns=i64, processor_idx=np.zeros(0, dtype=np.int32),
             device_type=np.zeros(0, dtype=np.int8), device_id=np.zeros(0, dtype=np.int32),
             addr=i64, num_bytes=i64, total_allocated=i64, total_reserved=i64, op_idx=i64,
-            alloc_idx=i64,
+            shaped_op_idx=i64, alloc_idx=i64,
         )  # fmt: skip
 
     def devices(self) -> list[tuple[int, int]]:
@@ -218,10 +221,12 @@ def build_memory(
     ev_ts: NDArray[np.int64],
     ev_end: NDArray[np.int64],
     host: NDArray[np.bool_],
+    shaped: NDArray[np.bool_],
 ) -> MemoryEvents:
     """Sort the gathered events by time (file order among equals), tie each to its op (the
     innermost *host* event enclosing it on its thread; ``host`` masks the trace's events that
-    may be one) and pair frees with allocations."""
+    may be one; ``shaped`` those whose recorded dims hold a tensor shape) and pair frees with
+    allocations."""
     if ts_ns.shape[0] == 0:
         return MemoryEvents.empty()
     order = np.lexsort((np.arange(ts_ns.shape[0]), ts_ns))
@@ -234,6 +239,18 @@ def build_memory(
     inner = innermost_enclosing(ev_proc[rows], ev_ts[rows], ev_end[rows], parent_local, proc, ts)
     op_idx = np.full(ts.shape[0], -1, dtype=np.int64)
     op_idx[inner >= 0] = rows[inner[inner >= 0]]
+    # up the enclosing ops to the first that recorded a tensor shape
+    cand = inner.copy()
+    walk = cand >= 0
+    walk[walk] = ~shaped[rows[cand[walk]]]
+    while walk.any():
+        k = np.flatnonzero(walk)
+        cand[k] = parent_local[cand[k]]
+        walk[k] = cand[k] >= 0
+        k = k[cand[k] >= 0]
+        walk[k] = ~shaped[rows[cand[k]]]
+    shaped_op_idx = np.full(ts.shape[0], -1, dtype=np.int64)
+    shaped_op_idx[cand >= 0] = rows[cand[cand >= 0]]
     device_type = cols["device_type"].astype(np.int8)
     device_id = cols["device_id"].astype(np.int32)
     return MemoryEvents(
@@ -246,5 +263,6 @@ def build_memory(
         total_allocated=cols["total_allocated"],
         total_reserved=cols["total_reserved"],
         op_idx=op_idx,
+        shaped_op_idx=shaped_op_idx,
         alloc_idx=pair_frees(device_type, device_id, cols["addr"], cols["num_bytes"]),
     )

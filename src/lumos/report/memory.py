@@ -81,7 +81,15 @@ def _timeline(
 ) -> Timeline:
     order = np.lexsort((row, task, t))
     t, task, row = t[order], task[order], row[order]
-    level = mem.base_bytes + np.cumsum(mem.delta_bytes[row])
+    # a free frees every copy of its allocation: where an edit copied the allocating task but
+    # not the freeing one (a copied layer's gradients, freed by the one optimizer), each copy
+    # of the free takes the extra copies' bytes too
+    copies = np.bincount(row, minlength=len(mem)).astype(np.float64)
+    delta = mem.delta_bytes.astype(np.float64)
+    frees = np.flatnonzero((mem.alloc_row >= 0) & (copies > 0))
+    alloc = mem.alloc_row[frees]
+    delta[frees] *= copies[alloc] / copies[frees]
+    level = mem.base_bytes + np.cumsum(np.rint(delta[row]).astype(np.int64))
     return Timeline(t.astype(np.int64), level.astype(np.int64), row, task, mem.base_bytes)
 
 
