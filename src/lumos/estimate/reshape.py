@@ -44,7 +44,7 @@ from lumos.estimate.layers import (
     is_comm_issuer,
     marked,
 )
-from lumos.estimate.memory_edit import resize_memory, scale_resident
+from lumos.estimate.memory_edit import resident_ratio, resize_memory, scale_resident
 from lumos.estimate.pipeline import reschedule
 from lumos.estimate.pipeline_edits import interleave_edit, merge_edit, split_edit
 from lumos.estimate.pipeline_edits import refuse_sends_in_flight as _refuse_in_flight
@@ -174,11 +174,21 @@ def reshape_workload(
     if param_ratio != 1.0 or act_ratio != 1.0:
         graphs, e = resize_comms(graphs, param_ratio, act_ratio)
         edits.append(e)
-    if param_ratio != 1.0 and any(g.memory is not None for g in graphs):
-        graphs = [scale_resident(g, param_ratio) for g in graphs]
+    layers_ratio = changes.get("layers", old_layers) / old_layers if old_layers > 0 else 1.0
+    if pp != base.values.get("pp", 1) and any(g.memory is not None for g in graphs):
+        # re-staged graphs mix several stages' tasks: their memory is not modelled (unknown,
+        # not wrong)
+        graphs = [g.replace(memory=None) for g in graphs]
+        edits.append(Edit(name="memory unknown", model="pipeline stages changed",
+                          detail="memory is not modelled across re-staged pipelines"))  # fmt: skip
+    elif any(g.memory is not None for g in graphs) and (layers_ratio != 1.0 or shape_changes):
+        old_dims = base.dims()
+        new_dims = _new_dims(old_dims, shape_changes)
+        ratios = [resident_ratio(g, old_dims, new_dims, layers_ratio) for g in workload.graphs]
+        graphs = [scale_resident(g, r) for g, r in zip(graphs, ratios, strict=True)]
         edits.append(Edit(name="resident memory", model="weights, gradients and optimizer "
-                          "state in proportion to the parameters",
-                          detail=f"parameters x{param_ratio:.3f}"))  # fmt: skip
+                          "state in proportion to the parameters the forward reads",
+                          detail="parameters x" + ", x".join(f"{r:.3f}" for r in ratios)))  # fmt: skip
     out = workload.replace_graphs(graphs)
     if schedule == "interleaved":
         v = chunks or 2

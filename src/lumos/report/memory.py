@@ -89,8 +89,55 @@ def _timeline(
     frees = np.flatnonzero((mem.alloc_row >= 0) & (copies > 0))
     alloc = mem.alloc_row[frees]
     delta[frees] *= copies[alloc] / copies[frees]
+    _rehome_orphans(mem, copies, delta)
     level = mem.base_bytes + np.cumsum(np.rint(delta[row]).astype(np.int64))
     return Timeline(t.astype(np.int64), level.astype(np.int64), row, task, mem.base_bytes)
+
+
+def _rehome_orphans(
+    mem: GraphMemory, copies: NDArray[np.float64], delta: NDArray[np.float64]
+) -> None:
+    """Where an edit removed tasks (fewer layers), a kept allocation may have lost the task
+    that freed it (the next layer's backward), while a kept free lost its allocation (it freed
+    what the removed layer made, and now frees what takes its place). Match the two, the k-th
+    orphan free of a size with the k-th orphan allocation of that size in recorded order, so
+    that the kept free frees the kept allocation (``delta`` changed in place)."""
+    pairs = np.flatnonzero(mem.alloc_row >= 0)
+    a_of = mem.alloc_row[pairs]
+    kept_alloc_lost_free = pairs[(copies[a_of] > 0) & (copies[pairs] == 0)]
+    orphan_alloc = mem.alloc_row[kept_alloc_lost_free]
+    orphan_free = pairs[(copies[pairs] > 0) & (copies[a_of] == 0)]
+    if not orphan_alloc.size or not orphan_free.size:
+        return
+    size_a = mem.num_bytes[orphan_alloc]
+    size_f = -mem.num_bytes[orphan_free]
+    oa = orphan_alloc[np.lexsort((orphan_alloc, size_a))]
+    of = orphan_free[np.lexsort((orphan_free, size_f))]
+    sa, sf = mem.num_bytes[oa], -mem.num_bytes[of]
+    # rank of each within its size
+    ka = np.arange(oa.size) - np.searchsorted(sa, sa, side="left")
+    kf = np.arange(of.size) - np.searchsorted(sf, sf, side="left")
+    key_a = np.stack([sa, ka]).T
+    key_f = np.stack([sf, kf]).T
+    common, ia, jf = _match_rows(key_a, key_f)
+    if common:
+        a, f = oa[ia], of[jf]
+        delta[f] = -mem.delta_bytes[a] * copies[a] / copies[f]
+
+
+def _match_rows(
+    a: NDArray[np.int64], b: NDArray[np.int64]
+) -> tuple[int, NDArray[np.int64], NDArray[np.int64]]:
+    """Rows of ``a`` and ``b`` (2 columns each) equal to one another, as index pairs."""
+    both = np.concatenate([a, b])
+    _, inv = np.unique(both, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    ia_of = np.full(inv.max() + 1, -1, dtype=np.int64)
+    ia_of[inv[: a.shape[0]]] = np.arange(a.shape[0])
+    ib = np.arange(b.shape[0])
+    ia = ia_of[inv[a.shape[0] :]]
+    hit = ia >= 0
+    return int(hit.sum()), ia[hit], ib[hit]
 
 
 def predicted_timeline(
