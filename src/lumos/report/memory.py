@@ -207,6 +207,8 @@ def step_memory(
     lo: NDArray[np.int64],
     hi: NDArray[np.int64],
     top: int = 5,
+    windows: tuple[tuple[int, int], tuple[int, int]] | None = None,
+    bin_ns: int = 1_000_000,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Per STEP annotation: ``measured_peak_memory_bytes``, ``predicted_peak_memory_bytes``
     (None without memory events), and the measured peak split into what was resident when the
@@ -258,12 +260,34 @@ def step_memory(
         "max_reserved_bytes": int(reserved.max()) if reserved.size else None,
         "events": len(mem),
     }
+    if windows is not None:
+        (m0, m1), (p0, p1) = windows
+        block["timeline"] = {
+            "bin_ns": bin_ns,
+            "measured": binned_levels(meas, m0, m1, bin_ns),
+            "predicted": binned_levels(pred, p0, p1, bin_ns),
+        }
     if not mem.levels_recorded:
         block["note"] = (
             "the trace records no 'Total Allocated': levels count from the start of the "
             "recording (memory allocated before it is not seen)"
         )
     return out, block
+
+
+def binned_levels(tl: Timeline, t0: int, t1: int, bin_ns: int) -> list[int]:
+    """The largest allocated total in each ``bin_ns`` bin of ``[t0, t1)`` (a bin without
+    events holds the level it started at)."""
+    n = max(-(-(t1 - t0) // bin_ns), 0)
+    if n == 0:
+        return []
+    edges = t0 + bin_ns * np.arange(n + 1, dtype=np.int64)
+    out = tl.level_at(edges[:-1])
+    a = np.searchsorted(tl.t_ns, edges[:-1], side="left")
+    b = np.searchsorted(tl.t_ns, edges[1:], side="left")
+    for i in np.flatnonzero(b > a).tolist():  # bins are few (bounded like sm_util's)
+        out[i] = max(int(out[i]), int(tl.level[a[i] : b[i]].max()))
+    return [int(v) for v in out.tolist()]
 
 
 def _top_ops(
@@ -279,3 +303,47 @@ def _top_ops(
         {"op": mem.op_names[int(uniq[i])] if uniq[i] >= 0 else "(no op)", "bytes": int(sums[i])}
         for i in order.tolist()
     ]
+
+
+def memory_table(
+    view: str, graphs: Any, starts: Any, ends: Any, top: int = 5
+) -> list[tuple[Any, ...]]:
+    """Rows of the ``memory`` analysis table for one view (see :func:`lumos.report.analysis_ranks
+    .analyze`): per rank and step, ``kind`` ``peak`` (``name`` the device), ``resident`` (held
+    when the step began), ``allocated_in_step`` (the peak less that); where frees are paired
+    with allocations and no edit copied tasks, what the step allocated and still held at its
+    peak: ``phase`` rows (forward, backward, optimizer, unknown) and the ``top`` ``op`` rows."""
+    rows: list[tuple[Any, ...]] = []
+    for g, s, e in zip(graphs, starts, ends, strict=True):
+        mem = g.memory
+        if mem is None or not len(mem):
+            continue
+        tl = predicted_timeline(g, s, e)
+        assert tl is not None
+        a = g.annotations
+        steps = np.flatnonzero(a.kind == AnnotationKind.STEP)
+        first = np.maximum(a.first_task_idx[steps], 0)
+        last = np.maximum(a.last_task_idx[steps], 0)
+        has = a.first_task_idx[steps] >= 0
+        lo = np.where(has, s[first] - a.lead_ns[steps], a.ts_ns[steps]).astype(np.int64)
+        hi = np.where(has, e[last] + a.tail_ns[steps], a.ts_ns[steps] + a.dur_ns[steps])
+        peak, start, when = window_peaks(tl, lo, hi.astype(np.int64))
+        once = np.unique(tl.row).size == tl.row.size
+        paired = bool((mem.alloc_row >= 0).any())
+        for k, i in enumerate(steps.tolist()):
+            step = g.names[int(a.name_idx[i])]
+            rows += [
+                (view, g.rank, step, "peak", mem.device, int(peak[k])),
+                (view, g.rank, step, "resident", "", int(start[k])),
+                (view, g.rank, step, "allocated_in_step", "", int(peak[k] - start[k])),
+            ]
+            if not (once and paired):
+                continue
+            alloc, nbytes = _live_at(tl, mem, int(lo[k]), int(when[k]))
+            for code, name in enumerate(PHASES):
+                b = int(nbytes[mem.phase[alloc] == code].sum())
+                if b:
+                    rows.append((view, g.rank, step, "phase", name, b))
+            rows += [(view, g.rank, step, "op", d["op"], d["bytes"])
+                     for d in _top_ops(mem, alloc, nbytes, top)]  # fmt: skip
+    return rows

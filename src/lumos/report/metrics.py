@@ -479,12 +479,6 @@ def replay_summary(
     g = result.graphs[gi]
     t = g.tasks
     steps = result.steps(gi)
-    lo, hi = result.annotation_spans(gi)
-    per_step, memory = step_memory(
-        g, g if recorded is None else recorded, result.starts(gi), result.ends(gi), lo, hi
-    )
-    for step, mem in zip(steps, per_step, strict=True):
-        step.update(mem)
     # measured times come from the recording, not from an edited graph (--scale)
     rec = t if recorded is None else recorded.tasks
     rec_s, rec_e = rec.ts_ns, rec.ts_ns + rec.dur_ns
@@ -497,6 +491,14 @@ def replay_summary(
     errors = [abs(s["error"]) for s in steps if s["error"] is not None]
     span = max(int(measured[1]) - int(measured[0]), int(predicted[1]) - int(predicted[0]), 0)
     bin_ns = max(bin_ns, -(-span // MAX_SM_BINS))  # wider bins past MAX_SM_BINS: bounded output
+    lo, hi = result.annotation_spans(gi)
+    per_step, memory = step_memory(
+        g, g if recorded is None else recorded, sim_s, sim_e, lo, hi,
+        windows=((int(measured[0]), int(measured[1])), (int(predicted[0]), int(predicted[1]))),
+        bin_ns=bin_ns,
+    )  # fmt: skip
+    for step, mem in zip(steps, per_step, strict=True):
+        step.update(mem)
     return {
         "rank": g.rank,
         "steps": steps,
