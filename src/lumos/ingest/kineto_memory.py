@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from lumos.ingest._enclose import enclosing_events
+
 __all__ = [
     "CPU",
     "CUDA",
@@ -48,7 +50,7 @@ __all__ = [
     "MemoryEvents",
     "build_memory",
     "device_label",
-    "innermost_enclosing",
+    "pair_frees",
 ]
 
 #: c10 DeviceType codes the profiler writes (``Device Type``).
@@ -127,69 +129,6 @@ class MemoryEvents:
         return (self.device_type == device[0]) & (self.device_id == device[1])
 
 
-def innermost_enclosing(
-    ev_proc: NDArray[np.int32],
-    ev_ts: NDArray[np.int64],
-    ev_end: NDArray[np.int64],
-    parent: NDArray[np.int64],
-    proc: NDArray[np.int32],
-    ts: NDArray[np.int64],
-) -> NDArray[np.int64]:
-    """For each point ``(proc[i], ts[i])``: the innermost event row enclosing it on the same
-    processor (``ev_ts <= ts <= ev_end``), -1 when none. Events must be sorted by
-    ``(processor, ts, -dur)`` and ``parent`` give each event's enclosing event (-1: none)."""
-    n = ts.shape[0]
-    out = np.full(n, -1, dtype=np.int64)
-    if n == 0 or ev_ts.shape[0] == 0:
-        return out
-    # the last event starting at or before ts on the same processor, then up its parents
-    key_ev = ev_proc.astype(np.int64)
-    cand = np.searchsorted(
-        np.stack([key_ev, ev_ts]).T.copy().view([("p", np.int64), ("t", np.int64)]).ravel(),
-        np.stack([proc.astype(np.int64), ts]).T.copy().view([("p", np.int64), ("t", np.int64)]).ravel(),
-        side="right",
-    ) - 1  # fmt: skip
-    ok = cand >= 0
-    ok[ok] = ev_proc[cand[ok]] == proc[ok]
-    cand = np.where(ok, cand, -1)
-    live = cand >= 0
-    while live.any():
-        rows = np.flatnonzero(live)
-        c = cand[rows]
-        inside = ev_end[c] >= ts[rows]
-        out[rows[inside]] = c[inside]
-        up = rows[~inside]
-        cand[up] = parent[cand[up]]
-        live[:] = False
-        live[up] = cand[up] >= 0
-    return out
-
-
-def enclosing_parents(
-    ev_proc: NDArray[np.int32], ev_ts: NDArray[np.int64], ev_end: NDArray[np.int64]
-) -> NDArray[np.int64]:
-    """Each event's enclosing event on its processor (-1: none), for events sorted by
-    ``(processor, ts, -dur)``: one pass with a stack (events of a thread nest)."""
-    n = ev_ts.shape[0]
-    parent = np.full(n, -1, dtype=np.int64)
-    stack: list[int] = []
-    last_proc = -1
-    procs = ev_proc.tolist()
-    starts = ev_ts.tolist()
-    ends = ev_end.tolist()
-    for i in range(n):
-        if procs[i] != last_proc:
-            stack.clear()
-            last_proc = procs[i]
-        t = starts[i]
-        while stack and ends[stack[-1]] < t:
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-        stack.append(i)
-    return parent
-
-
 def pair_frees(
     device_type: NDArray[np.int8], device_id: NDArray[np.int32], addr: NDArray[np.int64],
     num_bytes: NDArray[np.int64],
@@ -233,24 +172,23 @@ def build_memory(
     cols = {k: np.ascontiguousarray(raw[k][order]) for k in MEMORY_COLUMNS}
     ts = ts_ns[order]
     proc = processor_idx[order]
-    # only the threads that allocated: the sweep below is per event
+    # only the threads that allocated; queries by (thread, time), one compiled sweep
     rows = np.flatnonzero(host & np.isin(ev_proc, np.unique(proc)))
-    parent_local = enclosing_parents(ev_proc[rows], ev_ts[rows], ev_end[rows])
-    inner = innermost_enclosing(ev_proc[rows], ev_ts[rows], ev_end[rows], parent_local, proc, ts)
+    by_thread = np.lexsort((ts, proc))
+    inner, near = enclosing_events(
+        np.ascontiguousarray(ev_proc[rows], dtype=np.int32),
+        np.ascontiguousarray(ev_ts[rows], dtype=np.int64),
+        np.ascontiguousarray(ev_end[rows], dtype=np.int64),
+        np.ascontiguousarray(shaped[rows], dtype=np.uint8),
+        np.ascontiguousarray(proc[by_thread], dtype=np.int32),
+        np.ascontiguousarray(ts[by_thread], dtype=np.int64),
+    )
     op_idx = np.full(ts.shape[0], -1, dtype=np.int64)
-    op_idx[inner >= 0] = rows[inner[inner >= 0]]
-    # up the enclosing ops to the first that recorded a tensor shape
-    cand = inner.copy()
-    walk = cand >= 0
-    walk[walk] = ~shaped[rows[cand[walk]]]
-    while walk.any():
-        k = np.flatnonzero(walk)
-        cand[k] = parent_local[cand[k]]
-        walk[k] = cand[k] >= 0
-        k = k[cand[k] >= 0]
-        walk[k] = ~shaped[rows[cand[k]]]
     shaped_op_idx = np.full(ts.shape[0], -1, dtype=np.int64)
-    shaped_op_idx[cand >= 0] = rows[cand[cand >= 0]]
+    op_idx[by_thread] = np.where(inner >= 0, rows[np.maximum(inner, 0)], -1) if rows.size else -1
+    shaped_op_idx[by_thread] = (
+        np.where(near >= 0, rows[np.maximum(near, 0)], -1) if rows.size else -1
+    )
     device_type = cols["device_type"].astype(np.int8)
     device_id = cols["device_id"].astype(np.int32)
     return MemoryEvents(
