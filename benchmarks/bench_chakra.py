@@ -301,22 +301,31 @@ _READERS = {"fields": _ours_fields, "columns": _ours_columns, "upstream": _upstr
 
 def _fresh(path: Path, repeat: int) -> None:
     """Each reader of :data:`_READERS` on ``path`` in a process of its own (``--one``), timed
-    after its imports; ``repeat`` interleaved rounds, medians."""
+    after its imports and as a whole process (start, imports, read, exit: what a one-shot
+    script costs); ``repeat`` interleaved rounds, medians."""
     import statistics
     import subprocess
     import sys
 
     times: dict[str, list[float]] = {k: [] for k in _READERS}
+    whole: dict[str, list[float]] = {k: [] for k in _READERS}
     for _ in range(repeat):
         for which in _READERS:
+            t0 = time.perf_counter()
             out = subprocess.run([sys.executable, __file__, "--one", which, str(path)],
                                  check=True, capture_output=True, text=True)  # fmt: skip
+            whole[which].append(time.perf_counter() - t0)
             times[which].append(float(out.stdout))
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"  each in a fresh process, timed after the import (medians of {repeat}): "
           f"read_chakra {med['fields']:.3f} s, columns {med['columns']:.3f} s, mlc-chakra "
           f"{med['upstream']:.3f} s: {med['upstream'] / med['fields']:.2f}x per node, "
           f"{med['upstream'] / med['columns']:.2f}x as columns")  # fmt: skip
+    w = {k: statistics.median(v) for k, v in whole.items()}
+    print(f"  each as a whole process, imports included (medians of {repeat}): read_chakra "
+          f"{w['fields']:.3f} s, columns {w['columns']:.3f} s, mlc-chakra {w['upstream']:.3f} s: "
+          f"{w['upstream'] / w['fields']:.2f}x per node, {w['upstream'] / w['columns']:.2f}x "
+          "as columns")  # fmt: skip
 
 
 def _one(which: str, path: str) -> None:

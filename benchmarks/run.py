@@ -158,12 +158,16 @@ BENCHES = [
             "conv_cols": r"lumos convert[^\n]*\n[^\n]*\n  the same fields as columns[^\n]* ([\d.]+)x",
             "up_cols": r"chakra\.0\.et, upstream[^\n]*\n[^\n]*\n  the same fields as columns"
             r"[^\n]* ([\d.]+)x",
+            "fresh": r"lumos convert(?:[^\n]*\n){3}  each in a fresh process[^\n]*: ([\d.]+)x per",
+            "fresh_cols": r"lumos convert(?:[^\n]*\n){3}  each in a fresh[^\n]*, ([\d.]+)x as col",
+            "whole": r"lumos convert(?:[^\n]*\n){4}  each as a whole process[^\n]*: ([\d.]+)x per",
         },
         (
             "Chakra read + every node's id, name, type, deps, duration, attribute names",
             "{conv}x mlc-chakra on the ET `lumos convert` writes for df_index_resolver ({nodes} "
-            "nodes), {up}x on upstream's chakra.0.et, {all}x on all {files} realdata ETs (node "
-            "views); the same fields as columns {conv_cols}x and {up_cols}x",
+            "nodes; in a fresh process {fresh}x after the imports, {whole}x as a whole process, "
+            "columns {fresh_cols}x), {up}x on upstream's chakra.0.et, {all}x on all {files} "
+            "realdata ETs (node views); the same fields as columns {conv_cols}x and {up_cols}x",
         ),
     ),
     Bench(

@@ -68,6 +68,8 @@ TRACES: dict[str, str] = {
     "et_1.0.2": "chakra/tests/data/1.0.2-chakra.0.0.4.json",
     "et_1.1.0": f"{_PARAM}/1.1.0-chakra.0.0.4/resnet_2gpu_et.json.gz",
     "et_1.1.1": f"{_PARAM}/pt2_et.json",
+    "et_resnet_1gpu": f"{_PARAM}/1.0.3-chakra.0.0.4/resnet_1gpu_et.json.gz",
+    "et_gpt2": f"{_PARAM}/hf_GPT2_et.json.tar.gz",
     # Chakra ETs
     "chakra_pytorch_converted": "chakra/tests/data/chakra.0.et",
 }

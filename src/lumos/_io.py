@@ -527,7 +527,8 @@ def atomic_outputs(out_dir: str | os.PathLike[str], main: str) -> Iterator[Path]
     the previous ``main`` was removed first. So at every instant ``out_dir`` holds the previous
     complete set, or no ``main`` (an unfinished set, visibly), or the new complete set. When the
     block fails (an error, Ctrl-C, SIGTERM under the CLI) the temporary directory is removed and
-    ``out_dir`` is as it was.
+    ``out_dir`` is as it was. A folder in the set replaces its namesake whole (the old one is
+    moved into the temporary directory first, and removed with it).
     """
     out = Path(out_dir)
     try:
@@ -542,6 +543,8 @@ def atomic_outputs(out_dir: str | os.PathLike[str], main: str) -> Iterator[Path]
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(out / main)
             for name in sorted(names, key=lambda n: n == main):
+                if (tmp / name).is_dir() and (out / name).is_dir():
+                    os.replace(out / name, tmp / f".old-{name}")
                 os.replace(tmp / name, out / name)
         except OSError as exc:
             raise _os_error(out, exc) from None

@@ -69,6 +69,7 @@ __all__ = [
     "convert_rank",
     "delay_nodes_for",
     "plan_run",
+    "refs_by_rank",
     "upstream_compat",
     "write_report",
 ]
@@ -227,7 +228,9 @@ def _rank_of(ref: TraceRef, many: bool) -> int:
     return r
 
 
-def _by_rank(refs: list[TraceRef], what: str) -> dict[int, TraceRef]:
+def refs_by_rank(refs: list[TraceRef], what: str) -> dict[int, TraceRef]:
+    """``refs`` by rank: each one's ``distributedInfo.rank``, else (several refs) the rank its
+    name says; ``what`` names them in the error two of them for one rank raise."""
     out: dict[int, TraceRef] = {}
     for ref in refs:
         r = _rank_of(ref, len(refs) > 1)
@@ -250,12 +253,12 @@ def plan_run(
     if not kin:
         raise NoTracesError(", ".join(str(p) for p in paths), "no Kineto trace to convert")
     if len(kin) == 1 and len(ets) == 1:
-        k = _by_rank(kin, "Kineto trace")
+        k = refs_by_rank(kin, "Kineto trace")
         rank = next(iter(k))
         et_of = {rank: ets[0]}
     else:
-        k = _by_rank(kin, "Kineto trace")
-        et_of = _by_rank(ets, "PyTorch ET") if ets else {}
+        k = refs_by_rank(kin, "Kineto trace")
+        et_of = refs_by_rank(ets, "PyTorch ET") if ets else {}
     delays = delay_nodes_for(compat, delay_nodes)
     return [RankJob(r, k[r], et_of.get(r), f"{out_prefix}.{r}.et", compat, delays)
             for r in sorted(k)]  # fmt: skip

@@ -23,6 +23,7 @@ from lumos.diagnostics import Diagnostics
 from lumos.errors import ConfigError, LumosError, NoTracesError
 from lumos.graph.build import align_ranks, build_graph
 from lumos.graph.edits import scale_by_name
+from lumos.graph.edits_class import scale_class
 from lumos.graph.model import DepKind, ExecGraph, Workload
 from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import trace_from_bytes
@@ -215,7 +216,9 @@ def parse_scale(specs: Iterable[str]) -> tuple[tuple[str, float], ...]:
 def apply_edits(
     graph: ExecGraph, without: Iterable[str] = (), scale: Iterable[tuple[str, float]] = ()
 ) -> ExecGraph:
-    """A new graph with dependency kinds removed and matching tasks re-timed."""
+    """A new graph with dependency kinds removed and matching tasks re-timed: ``scale`` holds
+    name patterns (:func:`~lumos.graph.edits.scale_by_name`) and class selectors ``@compute``,
+    ``@comm``, ``@host`` (:func:`~lumos.graph.edits_class.scale_class`)."""
     kinds: list[DepKind] = []
     drop_waits = False
     for name in without:
@@ -229,8 +232,11 @@ def apply_edits(
     if drop_waits:
         g = g.drop_waits()
     scale = list(scale)
-    if scale:
-        g, _ = scale_by_name(g, scale)
+    for selector, f in (x for x in scale if x[0].startswith("@")):
+        g, _ = scale_class(g, selector, f)
+    names = [x for x in scale if not x[0].startswith("@")]
+    if names:
+        g, _ = scale_by_name(g, names)
     return g
 
 

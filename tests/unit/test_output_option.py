@@ -20,6 +20,7 @@ EXPECTED: dict[str, str] = {
     "analyze": "dir",
     "diff": "dir",
     "estimate": "dir",
+    "advise": "dir",
     "link": "dir",
     "convert": "prefix",
     "chakra jsonize": "file",
@@ -31,6 +32,7 @@ EXPECTED: dict[str, str] = {
     "synth fit": "file",
     "synth sample": "prefix",
     "synth report": "dir",
+    "bench": "dir",
 }
 _METAVAR = {"dir": "DIR", "file": "FILE", "prefix": "PREFIX"}
 _HELP = {"dir": "output directory", "file": "output file", "prefix": "output prefix"}
@@ -90,6 +92,7 @@ def _argv(verb: str, out: str, missing: str) -> list[str]:
         "analyze": ["analyze", missing, "-o", out],
         "diff": ["diff", missing, missing, "-o", out],
         "estimate": ["estimate", missing, "-o", out, "--set", "dp=2"],
+        "advise": ["advise", missing, "-o", out],
         "link": ["link", missing, missing, "-o", out],
         "convert": ["convert", missing, "-o", out],
         "chakra jsonize": ["chakra", "jsonize", missing, "-o", out],
@@ -102,6 +105,7 @@ def _argv(verb: str, out: str, missing: str) -> list[str]:
         "synth fit": ["synth", "fit", missing, "-o", out],
         "synth sample": ["synth", "sample", missing, "-o", out],
         "synth report": ["synth", "report", missing, missing, "-o", out],
+        "bench": ["bench", missing, "-o", out],
     }[verb]  # fmt: skip
 
 

@@ -51,5 +51,8 @@ def add_edit_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="REGEX=FACTOR",
-        help="multiply the duration of tasks whose name matches REGEX (repeatable)",
+        help="multiply the duration of tasks whose name matches REGEX (repeatable); REGEX may "
+        "be a class: @compute (GPU kernels that are not communication; CPU ops on a CPU job), "
+        "@comm (collective and p2p transfers), @host (CPU ops, runtime calls, CPU gaps and "
+        "launch latency)",
     )

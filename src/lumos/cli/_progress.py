@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["progress_bar"]
+__all__ = ["growing_bar", "progress_bar"]
 
 
 @contextmanager
@@ -26,3 +26,37 @@ def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda _i: bar.advance(task)
+
+
+@contextmanager
+def growing_bar(description: str) -> Iterator[Callable[[int, bool], None]]:
+    """Yield ``update(n, total)``: with ``total`` true, ``n`` more units of work became known,
+    else ``n`` units were done. A bar on stderr only when it is a TTY (the total starts
+    unknown: the work is learnt as it is planned)."""
+    if not sys.stderr.isatty():
+
+        def ignore(n: int, total: bool = False) -> None:
+            return None
+
+        yield ignore
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=None)
+        known = [0]
+
+        def update(n: int, total: bool = False) -> None:
+            if total:
+                known[0] += n
+                bar.update(task, total=known[0])
+            else:
+                bar.advance(task, n)
+
+        yield update

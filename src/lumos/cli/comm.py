@@ -1,18 +1,20 @@
 """``lumos comm KIND --size S --ranks P ...``: predicted time of one collective, term by term;
-``lumos comm --calibrate TRACE...``: latency and bandwidth fitted to a trace's collectives."""
+``lumos comm --calibrate TRACE...``: latency and bandwidth fitted to a trace's collectives, or
+to those ``lumos bench --comms-only`` timed (its ``bench.json``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from lumos.cost.astra import AstraConfig, astra_time
-from lumos.cost.calibrate import calibrate_from_graph
+from lumos.cost.calibrate import Sample, calibrate_samples, graph_samples
 from lumos.cost.collectives import ALGORITHMS, PROTOCOL_EFFICIENCY, CommTime, Link, collective_time
-from lumos.cost.topology import Topology, resolve_topology
+from lumos.cost.topology import PRESETS, Topology, resolve_topology
 from lumos.cost.units import parse_bandwidth, parse_duration, parse_size
-from lumos.errors import ConfigError
+from lumos.errors import ConfigError, InputError
 
 __all__ = ["register"]
 
@@ -40,12 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bandwidth", default=None, help="link bandwidth, e.g. 50GB/s, 400Gb/s")
     p.add_argument("--latency", default=None, help="latency per step, e.g. 500ns (default 0)")
     p.add_argument("--topology", default=None, metavar="NAME|FILE",
-                   help="dgx-a100, dgx-h100, pcie-8gpu, or a TOML topology file")  # fmt: skip
+                   help=f"a preset ({', '.join(PRESETS)}) or a TOML topology file")  # fmt: skip
     p.add_argument("--chunks", type=int, default=None, help="ASTRA-sim: dataset splits")
     p.add_argument("--endpoint-delay", default=None, help="ASTRA-sim: e.g. 10ns (default 10ns)")
     p.add_argument("--local-mem-bw", default=None, help="ASTRA-sim: e.g. 50GB/s (default)")
     p.add_argument("--calibrate", nargs="+", default=None, metavar="TRACE",
-                   help="fit latency/bandwidth to the collectives of these traces")  # fmt: skip
+                   help="fit latency/bandwidth to the collectives of these traces, or to those "
+                   "lumos bench --comms-only timed (its bench.json or output folder)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.set_defaults(func=run)
 
@@ -115,11 +118,36 @@ def _format(t: CommTime, mode: str) -> str:
     return "\n".join(lines)
 
 
+def _bench_samples(path: str) -> list[Sample] | None:
+    """The collectives a ``lumos bench --comms-only`` output timed (None: not such an output)."""
+    from lumos.bench.report import BENCH_FILE, read_document
+
+    p = Path(path)
+    if not (p.name == BENCH_FILE or (p.is_dir() and (p / BENCH_FILE).is_file())):
+        return None
+    doc = read_document(p)
+    comms = doc.get("comms")
+    if not isinstance(comms, dict):
+        raise InputError(p, "this bench run timed no collectives: rerun lumos bench --comms-only")
+    return [(str(s["kind"]), int(s["group_size"]), int(s["size_bytes"]), int(s["time_ns"]))
+            for s in comms.get("samples", []) if int(s["size_bytes"]) > 0]  # fmt: skip
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     from lumos.replay import build_workload
 
-    workload, _ = build_workload(args.calibrate)
-    rows = calibrate_from_graph(workload)
+    samples: list[Sample] = []
+    traces = []
+    for path in args.calibrate:
+        got = _bench_samples(path)
+        if got is None:
+            traces.append(path)
+        else:
+            samples.extend(got)
+    if traces:
+        workload, _ = build_workload(traces)
+        samples.extend(graph_samples(workload))
+    rows = calibrate_samples(samples)
     if args.json:
         print(json.dumps({"rows": [r.to_dict() for r in rows]}))
         return 0

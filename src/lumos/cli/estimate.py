@@ -8,6 +8,7 @@ from typing import Any
 
 from lumos.cli._args import add_parallel_args
 from lumos.cli._progress import progress_bar
+from lumos.cost.topology import PRESETS
 from lumos.errors import ConfigError
 from lumos.estimate import estimate, parse_scenario, parse_sweep, write_estimate
 from lumos.estimate.scenario import KEYS
@@ -57,7 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--topology",
         default=None,
         metavar="NAME|FILE",
-        help="network for scenarios that re-time communication (a preset or TOML)",
+        help="network for scenarios that re-time communication (dp, link): a preset ("
+        + ", ".join(PRESETS)
+        + ") or a TOML topology file",
     )
     p.add_argument("--algorithm", default="auto", help="collective algorithm (default: auto)")
     p.add_argument(
@@ -67,6 +70,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="capacity the peak memory must fit, e.g. 80GiB (default: the GPU's totalGlobalMem "
         "from the trace; CPU-only jobs: none unless given)",
     )
+    p.add_argument(
+        "--chakra",
+        default=None,
+        metavar="PREFIX",
+        help="also write each scenario's edited graph as Chakra ETs: PREFIX.<rank>.et (one "
+        "scenario) or PREFIX.<scenario>.<rank>.et, which lumos bench executes",
+    )
     add_parallel_args(p)
     p.set_defaults(func=run, out_kind="dir")  # fmt: skip
 
@@ -75,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
     """Estimate every scenario, print the table, write estimate.json."""
     base = parse_scenario(args.sets)
     scenarios = parse_sweep(base, args.sweep) if args.sweep else [base]
+    if args.chakra:
+        from lumos._io import check_writable
+
+        check_writable(args.chakra, "prefix")
     n = len(expand_paths(args.paths))
     with progress_bar("building graphs", n) as advance:
         workload, sources = build_workload(
@@ -83,18 +97,55 @@ def run(args: argparse.Namespace) -> int:
     factory = comm_model_factory(args.topology, args.algorithm) if args.topology else None
     from lumos.cli.layers import parse_baseline
 
+    edited: list[tuple[Any, Any]] = []
+    keep = (lambda s, w: edited.append((s, w))) if args.chakra else None
     est = estimate(
         workload,
         scenarios,
         comm_model=factory,
         baseline=parse_baseline(args.baseline),
+        on_edited=keep,
         device_memory=parse_size(args.device_memory) if args.device_memory else None,
     )
     est = type(est)(est.rows, tuple(sources), est.baseline)
     path = write_estimate(est, args.out)
     print(format_estimate(est.to_dict()))
     print(f"wrote {path}")
+    if args.chakra:
+        for prefix, scenario, n in write_scenario_ets(args.chakra, edited):
+            note = (
+                "; its communication as traced (the network model's re-timing is not in the ET)"
+                if scenario.needs_comm_model
+                else ""
+            )
+            print(f"wrote {n} Chakra ET(s) {prefix}.<rank>.et ({scenario.label}{note})")
     return 0
+
+
+def scenario_prefix(prefix: str, label: str, many: bool) -> str:
+    """Where a scenario's ETs go: ``prefix`` itself when it is the only one, else
+    ``prefix.<label as a file name>``.
+
+    >>> scenario_prefix("out/x", "layers=8 hidden=256", True)
+    'out/x.layers-8-hidden-256'
+    """
+    import re
+
+    return f"{prefix}.{re.sub(r'[^A-Za-z0-9]+', '-', label).strip('-')}" if many else prefix
+
+
+def write_scenario_ets(prefix: str, edited: list[tuple[Any, Any]]) -> list[tuple[str, Any, int]]:
+    """Each scenario's edited workload as ``<prefix>.<rank>.et`` files (see
+    :func:`scenario_prefix`); ``(prefix, scenario, files)`` per scenario."""
+    from lumos.chakra.io import write_chakra
+    from lumos.chakra.mapping import workload_to_chakra
+
+    out = []
+    for scenario, workload in edited:
+        p = scenario_prefix(prefix, scenario.label, len(edited) > 1)
+        files = write_chakra(workload_to_chakra(workload, delay_nodes=True), p)
+        out.append((p, scenario, len(files)))
+    return out
 
 
 def comm_model_factory(topology: str, algorithm: str) -> Any:

@@ -35,12 +35,14 @@ COMMAND_MODULES: tuple[str, ...] = (
     "analyze",
     "diff",
     "estimate",
+    "advise",
     "layers",
     "link",
     "chakra",
     "convert",
     "comm",
     "synth",
+    "bench",
 )
 #: Each verb's one-line help, so that ``lumos --help`` and ``lumos --version`` import no verb
 #: module (``tests/unit/test_cli_polish.py`` keeps them equal to the verbs' own help lines).
@@ -54,12 +56,15 @@ VERB_HELP: dict[str, str] = {
     "analyze": "top kernels and ops, stream idle time, overlap, stragglers (CSV or JSON)",
     "diff": "compare two traces or replays: steps, kernel classes, kernels, ops",
     "estimate": "what-if: predict step time for another configuration",
+    "advise": "what bounds the step (host, compute, communication, a straggler) and which "
+    "change pays",
     "layers": "show the layers and model configuration found in a trace",
     "link": "link a PyTorch ET to its Kineto trace and report the match rate per rank",
     "chakra": "read, check, convert and generate MLCommons Chakra ETs",
     "convert": "convert Kineto traces (and PyTorch ETs) to Chakra ETs, one per rank",
     "comm": "predict a collective's time (alpha-beta or ASTRA-sim-compatible); calibrate",
     "synth": "synthetic workloads learned from traces",
+    "bench": "execute a PyTorch or Chakra ET on this machine: a benchmark from a trace",
 }
 
 

@@ -75,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
     rep = replay(workload, without=without, scale=scale, sources=sources)
     paths = write_replay(rep, args.out, perfetto=args.perfetto)
     print(format_replay(rep.to_dict(), verbose=bool(getattr(args, "verbose", False))))
+    if rep.result.graphs:
+        from lumos.advise import replay_headline
+
+        print(replay_headline(rep.result, rep.summaries, rep.recorded or rep.workload)
+              + "  (lumos advise for what pays)")  # fmt: skip
     print(f"wrote {paths['replay']}, {paths['perfetto']}, {paths['sm_util']}")
     if args.analysis:
         written = write_tables(rep.analysis(), Path(args.out) / "analysis")

@@ -28,6 +28,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--figures", type=Path, metavar="DIR", help="also write figures here")
     p.add_argument("--png", action="store_true", help="figures as PNG too (needs lumos[plot])")
     p.add_argument("--title", help="report title")
+    p.add_argument("--estimate", type=Path, metavar="PATH",
+                   help="what-ifs from lumos estimate (its estimate.json or folder), wherever "
+                   "it was written (default: estimate.json beside REPLAY)")  # fmt: skip
+    p.add_argument("--advice", type=Path, metavar="PATH",
+                   help="verdict from lumos advise (its advice.json or folder); the report "
+                   "opens with it (default: advice.json beside REPLAY)")  # fmt: skip
     p.set_defaults(func=run, out_kind="file")
 
 
@@ -41,13 +47,16 @@ def run(args: argparse.Namespace) -> int:
         if importlib.util.find_spec("matplotlib") is None:
             raise MissingDependencyError("matplotlib", "plot", "--png")
     src = args.replay / "replay.json" if args.replay.is_dir() else args.replay
-    estimate = src.with_name("estimate.json")
+    estimate = _given(args.estimate, "estimate.json") or src.with_name("estimate.json")
+    advice = _given(args.advice, "advice.json") or src.with_name("advice.json")
     if not src.exists() and estimate.is_file():  # a directory `lumos estimate` wrote
         result, src = _from_estimate(estimate), estimate
     else:
         result = read_replay(src)
         if estimate.is_file() and not result.get("what_if"):
             result["what_if"] = _read_json(estimate).get("rows", [])
+        if advice.is_file():  # `lumos advise -o` into the replay folder: the report opens with it
+            result["advice"] = _read_advice(advice)
         for key, name in (("top_kernels", "kernels.csv"), ("top_ops", "ops.csv")):
             table = src.parent / "analysis" / name
             if table.is_file() and not result.get(key):
@@ -103,15 +112,42 @@ def _number(v: str) -> Any:
             return v
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _given(path: Path | None, name: str) -> Path | None:
+    """``path`` (a file, or a folder holding ``name``), checked to exist; None when not given."""
+    if path is None:
+        return None
+    from lumos.errors import InputError
+
+    found = path / name if path.is_dir() else path
+    if not found.is_file():
+        raise InputError(found, f"no such file (expected {name} or the folder holding it)")
+    return found
+
+
+def _load(path: Path) -> Any:
     import json
 
     from lumos.errors import InputError
 
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(path, f"not readable JSON: {exc}") from None
+
+
+def _read_advice(path: Path) -> dict[str, Any]:
+    from lumos.errors import InputError
+
+    doc = _load(path)
+    if not isinstance(doc, dict) or doc.get("format") != "lumos.advice":
+        raise InputError(path, "not an advice.json of lumos advise (format lumos.advice)")
+    return doc
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    from lumos.errors import InputError
+
+    doc = _load(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc["rows"]:
         raise InputError(path, "an estimate.json needs a non-empty 'rows' list")
     return doc

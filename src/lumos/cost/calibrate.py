@@ -2,7 +2,8 @@
 
 :func:`fit_alpha_beta` is an ordinary least-squares line through ``(size_bytes, time_ns)``;
 :func:`calibrate_from_graph` collects the communication tasks of a graph or workload and fits
-one line per (collective kind, group size). The time of a task is its *transfer*,
+one line per (collective kind, group size); :func:`calibrate_samples` fits measured collectives
+given as samples (what ``lumos bench --comms-only`` writes). The time of a task is its *transfer*,
 ``dur_ns - Comms.wait_ns`` (the build already split the waiting for peers off), so the fitted
 bandwidth is the algorithm bandwidth ``size / time`` in PyTorch's size convention (see
 :mod:`lumos.cost.collectives`), not a link or bus bandwidth.
@@ -24,7 +25,15 @@ from lumos.errors import ConfigError
 from lumos.graph.kinds import COMM_TASK_KINDS, CommType
 from lumos.graph.model import ExecGraph, Workload
 
-__all__ = ["AlphaBetaFit", "CalibrationRow", "calibrate_from_graph", "fit_alpha_beta"]
+__all__ = [
+    "AlphaBetaFit",
+    "CalibrationRow",
+    "Sample",
+    "calibrate_from_graph",
+    "calibrate_samples",
+    "fit_alpha_beta",
+    "graph_samples",
+]
 
 
 @dataclass(frozen=True)
@@ -97,11 +106,14 @@ def group_size_of(graph: ExecGraph, pg_idx: int) -> int:
     return graph.world_size
 
 
-def calibrate_from_graph(graph_or_workload: ExecGraph | Workload) -> list[CalibrationRow]:
-    """Fit each (collective kind, group size) of the graph's communication tasks (NCCL
-    kernels, gloo spans) with a known kind and a positive size; rows sorted by kind then group
-    size."""
-    samples: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+#: One measured collective: ``(kind, group_size, size_bytes, time_ns)``.
+Sample = tuple[str, int, int, int]
+
+
+def graph_samples(graph_or_workload: ExecGraph | Workload) -> list[Sample]:
+    """The communication tasks of a graph or workload (NCCL kernels, gloo spans) with a known
+    kind and a positive size, each as a :data:`Sample` of its transfer time."""
+    out: list[Sample] = []
     for g in Workload.of(graph_or_workload).graphs:
         t, c = g.tasks, g.comms
         sel = np.flatnonzero(
@@ -111,12 +123,28 @@ def calibrate_from_graph(graph_or_workload: ExecGraph | Workload) -> list[Calibr
             kind, size = int(c.kind[row]), int(c.size_bytes[row])
             if kind == CommType.UNKNOWN or size <= 0:
                 continue
-            key = (CommType(kind).name.lower(), group_size_of(g, int(c.pg_idx[row])))
-            xs, ys = samples.setdefault(key, ([], []))
-            xs.append(size)
-            ys.append(max(int(t.dur_ns[task]) - int(c.wait_ns[row]), 0))
+            out.append((CommType(kind).name.lower(), group_size_of(g, int(c.pg_idx[row])), size,
+                        max(int(t.dur_ns[task]) - int(c.wait_ns[row]), 0)))  # fmt: skip
+    return out
+
+
+def calibrate_from_graph(graph_or_workload: ExecGraph | Workload) -> list[CalibrationRow]:
+    """Fit each (collective kind, group size) of the graph's communication tasks (NCCL
+    kernels, gloo spans) with a known kind and a positive size; rows sorted by kind then group
+    size."""
+    return calibrate_samples(graph_samples(graph_or_workload))
+
+
+def calibrate_samples(samples: Sequence[Sample]) -> list[CalibrationRow]:
+    """Fit each (collective kind, group size) of ``samples`` (measured collectives: a trace's,
+    or those ``lumos bench --comms-only`` timed); rows sorted by kind then group size."""
+    groups: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+    for kind, group, size, time_ns in samples:
+        xs, ys = groups.setdefault((kind, group), ([], []))
+        xs.append(size)
+        ys.append(time_ns)
     rows: list[CalibrationRow] = []
-    for (name, p), (xs, ys) in sorted(samples.items()):
+    for (name, p), (xs, ys) in sorted(groups.items()):
         distinct = len(set(xs))
         if distinct < 2:
             rows.append(

@@ -58,6 +58,7 @@ from lumos.estimate.shapes import (
     retime,
     retime_spans,
 )
+from lumos.estimate.shapes_device import fit_device_model, launching_spans, retime_device
 from lumos.graph.kinds import AnnotationKind, CommType, DepKind, TaskKind
 from lumos.graph.model import ExecGraph, Workload
 
@@ -143,28 +144,40 @@ def reshape_workload(
         model = workload._cache.get("shape_model")
         if model is None:
             model = workload._cache["shape_model"] = fit_shape_model(list(workload.graphs))
-        retimed, stats_all = [], {"retimed": 0, "kept_no_shapes": 0, "ambiguous_dims": 0}
+        dev_model = workload._cache.get("device_model")
+        if dev_model is None:
+            dev_model = workload._cache["device_model"] = fit_device_model(list(workload.graphs))
+        retimed = []
+        stats_all = {"retimed": 0, "kept_no_shapes": 0, "ambiguous_dims": 0, "device_retimed": 0,
+                     "device_kept": 0}  # fmt: skip
         for g, lm in zip(graphs, maps, strict=True):
             layer = lm.task_layer(g.num_tasks)
             indptr, perm = g.processor_order()
             params = marked(g, OPTIMIZER_PATTERN, indptr, perm)
             dur, stats = retime(g, old_dims, new_dims, model, layer >= 0, params)
-            delay, n_delays = retime_spans(g, old_dims, new_dims, model, layer, params)
+            dur, dev_stats = retime_device(g, dur, old_dims, new_dims, dev_model, layer, params)
+            delay, n_delays = retime_spans(g, old_dims, new_dims, model, layer, params,
+                                           keep=launching_spans(g))  # fmt: skip
             for k in stats_all:
-                stats_all[k] += stats.get(k, 0)
-            stats_all["retimed"] += n_delays
+                stats_all[k] += stats.get(k, 0) + dev_stats.get(k, 0)
+            stats_all["retimed"] += n_delays + dev_stats["device_retimed"]
             g2 = g.with_durations(dur).replace(edges=g.edges.replace(delay_ns=delay))
             g2, n_mem = resize_memory(g2, old_dims, new_dims, layer >= 0, params)
             stats_all["memory_resized"] = stats_all.get("memory_resized", 0) + n_mem
             retimed.append(g2)
         graphs = retimed
+        detail = (f"{stats_all['kept_no_shapes']} tasks without shapes kept their time; "
+                  f"{stats_all.get('memory_resized', 0)} allocations resized; "
+                  f"{stats_all['ambiguous_dims']} dimensions resolved by role")  # fmt: skip
+        fitted = f"a + c x work per op, fitted on {len(model.fits)} op names of the trace"
+        if stats_all["device_retimed"] or dev_model.fits:
+            detail += (f"; {stats_all['device_retimed']} GPU tasks re-timed with the op that "
+                       f"launched them, {stats_all['device_kept']} kept; host time of ops that "
+                       "launch GPU work kept (dispatch)")  # fmt: skip
+            fitted += f" (device time: {len(dev_model.fits)} op names)"
         edits.append(Edit(
             name=", ".join(f"{k} {base.values.get(k)} -> {v}" for k, v in shape_changes.items()),
-            tasks_retimed=stats_all["retimed"],
-            model=f"a + c x work per op, fitted on {len(model.fits)} op names of the trace",
-            detail=f"{stats_all['kept_no_shapes']} tasks without shapes kept their time; "
-                   f"{stats_all.get('memory_resized', 0)} allocations resized; "
-                   f"{stats_all['ambiguous_dims']} dimensions resolved by role",
+            tasks_retimed=stats_all["retimed"], model=fitted, detail=detail,
         ))  # fmt: skip
         layers_ratio = changes.get("layers", old_layers) / old_layers if old_layers > 0 else 1.0
         param_ratio = _param_ratio(workload, base, layers_ratio, new_dims)

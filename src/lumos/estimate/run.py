@@ -241,12 +241,15 @@ def estimate(
     comm_model: CommModelFactory | None = None,
     baseline: Mapping[str, int] | None = None,
     device_memory: int | None = None,
+    on_edited: Callable[[Scenario, Workload], None] | None = None,
 ) -> Estimate:
     """The baseline (replayed as traced) and every scenario, simulated; see the module docstring.
 
     ``comm_model(workload, scenario, recorded_dp)`` returns the cost model and its name for
     scenarios that re-time communication; without one, such a scenario is a
     :class:`ConfigError`, as is any scenario :func:`_check` refuses (before simulating).
+    ``on_edited(scenario, workload)`` receives each scenario's edited workload (what
+    ``lumos estimate --chakra`` writes as Chakra ETs).
     """
     base: Baseline | None = None
     if any(s.model or s.schedule or s.dp is not None for s in scenarios) or baseline:
@@ -264,6 +267,8 @@ def estimate(
             assert base is not None
             edited, edits = reshape_workload(workload, base, dict(s.model), s.schedule, s.chunks)
         edited = _edit(edited, s)
+        if on_edited is not None:
+            on_edited(s, edited)
         if s.needs_comm_model:
             assert comm_model is not None
             cost, name = comm_model(edited, s, dp)

@@ -97,6 +97,10 @@ class _Mapper:
                 return self.new.get(hits[0], x)
         return x
 
+    def is_token(self, x: int) -> bool:
+        """Whether ``x`` equals a token-like quantity of the old configuration."""
+        return any(self.old.get(k) == x for k in _TOKEN_ORDER)
+
     def shape(self, shape: list[int], weight: bool, inside: bool) -> list[int]:
         if not shape:
             return shape
@@ -127,6 +131,10 @@ def map_dims(
             for d in dims
         ]  # fmt: skip
     gemm = bool(_GEMM.search(name))
+    if name in ("aten::mm", "aten::addmm"):
+        mapped = _map_product(name, dims, mapper, inside)
+        if mapped is not None:
+            return mapped
     out: list = []
     first_tensor = True
     for i, shape in enumerate(dims):
@@ -145,6 +153,34 @@ def map_dims(
         if not (name == "aten::addmm" and i == 0):
             first_tensor = False
     return out
+
+
+def _map_product(name: str, dims: list[Any], mapper: _Mapper, inside: bool) -> list[Any] | None:
+    """A 2-D product ``A[M, K] @ B[K, N]`` (``addmm``: bias first) mapped as one: the token
+    dimension is ``M`` (forward and input-gradient products: activations times a weight) when
+    ``M`` reads as a token count, else ``K`` (weight-gradient products: an activation's gradient
+    transposed times the activation); the other two are weight dimensions, and ``K`` maps the
+    same in both operands. None for other layouts."""
+    i = 1 if name == "aten::addmm" else 0
+    if len(dims) < i + 2:
+        return None
+    a, b = dims[i], dims[i + 1]
+    if not (_matrix(a) and _matrix(b)) or a[1] != b[0]:
+        return None
+    m, k, n = a[0], a[1], b[1]
+    if mapper.is_token(m):
+        nm, nk = mapper.value(m, "token", inside), mapper.value(k, "feature", inside)
+    else:
+        nm, nk = mapper.value(m, "feature", inside), mapper.value(k, "token", inside)
+    out = list(dims)
+    out[i], out[i + 1] = [nm, nk], [nk, mapper.value(n, "feature", inside)]
+    if i == 1 and isinstance(dims[0], list) and dims[0]:
+        out[0] = mapper.shape(dims[0], True, inside)
+    return out
+
+
+def _matrix(x: Any) -> bool:
+    return isinstance(x, list) and len(x) == 2 and all(isinstance(v, int) for v in x)
 
 
 def work_of(name: str, dims: list) -> float:
@@ -225,7 +261,14 @@ def fit_shape_model(graphs: list[ExecGraph]) -> ShapeModel:
                     views += dur[sel & is_task].tolist()
                 continue
             by_name.setdefault(name, []).extend((w, x) for x in dur[sel].tolist())
-    model = ShapeModel(floor_ns=float(np.median(views)) if views else 0.0)
+    return fitted_model(by_name, float(np.median(views)) if views else 0.0)
+
+
+def fitted_model(by_name: dict[str, list[tuple[float, float]]], floor_ns: float) -> ShapeModel:
+    """A :class:`ShapeModel` with a line ``a + c x work`` per name whose ``(work, ns)`` points
+    come in at least two sizes (the largest 1.5x the smallest) and slope up; ``floor_ns``
+    for the others."""
+    model = ShapeModel(floor_ns=floor_ns)
     for name, pts in by_name.items():
         arr = np.asarray(pts)
         x, y = arr[:, 0], arr[:, 1]
@@ -324,12 +367,14 @@ def retime_spans(
     model: ShapeModel,
     task_layer: NDArray[np.int32],
     params: NDArray[np.bool_] | None = None,
+    keep: NDArray[np.bool_] | None = None,
 ) -> tuple[NDArray[np.int64], int]:
     """New intra-thread delays of ``g``: the untraced time of a parent op (an ``aten::addmm``
     whose children are only ``expand`` and ``copy_``: the product itself runs between them)
     scaled like the op. Each delay belongs to the innermost op with shapes around it (by the
-    middle of its recorded gap; ops nest like a call stack). Returns the delays (one per edge)
-    and how many changed."""
+    middle of its recorded gap; ops nest like a call stack). ``keep`` (per annotation): spans
+    whose time stays as recorded (on a GPU trace, those that launched device work: their host
+    time is dispatch). Returns the delays (one per edge) and how many changed."""
     e, t, a = g.edges, g.tasks, g.annotations
     delay = e.delay_ns.copy()
     intra = np.flatnonzero(e.kind == int(DepKind.INTRA_THREAD))
@@ -346,6 +391,8 @@ def retime_spans(
         inside[(first >= 0) & params[np.maximum(first, 0)]] = 2
     ratio, _ = _ratios(g, a.name_idx[spans].astype(np.int64), a.dims_idx[spans].astype(np.int64),
                        inside, a.dur_ns[spans], _Mapper(old, new), model)  # fmt: skip
+    if keep is not None:
+        ratio[keep[spans]] = 1.0
     mid = (t.ts_ns[e.src[intra]] + t.dur_ns[e.src[intra]] + t.ts_ns[e.dst[intra]]) // 2
     proc = t.processor_idx[e.src[intra]]
     owner_ratio = np.ones(len(intra))

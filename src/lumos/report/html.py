@@ -31,6 +31,7 @@ from typing import Any
 from lumos._io import atomic_write, read_bytes
 from lumos._version import __version__
 from lumos.errors import InputError
+from lumos.report.advice_section import advice_section
 from lumos.report.estimate_section import estimate_section
 from lumos.report.figures import BREAKDOWN_PARTS, build_figures, to_svg
 from lumos.report.labels import BREAKDOWN_LABELS, column_label, kind_label
@@ -401,6 +402,8 @@ def render_report(result: dict[str, Any], *, title: str | None = None) -> str:
     data = validate_replay(result)
     heading = title or str(data.get("title") or "lumos replay report")
     parts = _head(heading)
+    if isinstance(result.get("advice"), dict):  # lumos advise wrote advice.json beside it
+        parts.append(advice_section(result["advice"], _table))
     ranks: list[dict[str, Any]] = data["ranks"] if isinstance(data.get("ranks"), list) else []
     multi = len(ranks) > 1
     if multi:
