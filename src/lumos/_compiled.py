@@ -28,6 +28,7 @@ KERNEL_MODULES: tuple[str, ...] = (
     "lumos.chakra.view",
     "lumos.estimate._repeat",
     "lumos.graph._order",
+    "lumos.ingest._enclose",
     "lumos.ingest.json_scan",
     "lumos.ingest.kineto_scan",
     "lumos.link._lcs",

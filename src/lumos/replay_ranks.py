@@ -38,6 +38,8 @@ def _key(result: SimResult, gi: int, recorded: ExecGraph) -> tuple[Any, ...]:
               recorded.annotations, recorded.processors)  # fmt: skip
     return (
         *(id(x) for x in tables),
+        id(g.memory),
+        id(recorded.memory),
         h.digest(),
         tuple(sorted(g.calibration.items())),
         repr(g.diagnostics.to_dict()),

@@ -25,3 +25,6 @@ def test_demo_cli_collects_and_reports_quietly_when_piped(tmp_path, capsys):
     assert (out / "collect.log").is_file()
     html = (out / "report.html").read_text()
     assert html.count('class="chart"') >= 2 and "What-if" in html
+    # lumos collect records memory by default: the demo shows it
+    assert any("peak MiB" in ln for ln in lines)
+    assert "rank 0: Memory" in html or "<h2>Memory</h2>" in html

@@ -174,6 +174,62 @@ CORNERS = {
         _ev(args={}),
     ],
     "args not an object": [_ev(args=None), _ev()],
+    "memory events": [
+        _ev(name="aten::empty", ts=10, dur=5),
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 2,
+            "ts": 12,
+            "args": {
+                "Ev Idx": 3,
+                "Device Type": 1,
+                "Device Id": 0,
+                "Addr": 139926520725504,
+                "Bytes": 512,
+                "Total Allocated": 1536,
+                "Total Reserved": 2097152,
+            },
+        },
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 2,
+            "ts": 13.5,
+            "args": {"Device Type": 0, "Device Id": -1, "Bytes": -16},
+        },
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": "2",
+            "ts": 14,
+            "args": {"Device Type": 6, "Device Id": 1, "Addr": 7, "Bytes": -512},
+        },
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 9,
+            "tid": 9,
+            "ts": 30,
+            "args": {
+                "Device Type": 1,
+                "Device Id": 0,
+                "Addr": 139926520725504,
+                "Bytes": -512,
+                "Total Allocated": 1024,
+                "Total Reserved": 2097152,
+            },
+        },
+        {"ph": "i", "s": "t", "name": "[memoryx]", "pid": 1, "tid": 2, "ts": 15, "args": {}},
+    ],
 }
 
 
@@ -219,7 +275,7 @@ def test_invalid_json_gets_the_typed_decoders_error(bad: bytes) -> None:
 _NAMES = st.sampled_from(
     ["aten::mm", "aten::copy_", 'q"uote', "back\\slash", "ünï", "nccl:all_reduce",
      "gloo:all_reduce", "c10d::allreduce_", "record_param_comms", "ProfilerStep#1",
-     "cudaLaunchKernel", "thread_name", ""]
+     "cudaLaunchKernel", "thread_name", "", "[memory]"]
 )  # fmt: skip
 _INT = st.integers(-(2**40), 2**40)
 _ARGS = st.fixed_dictionaries(
@@ -232,13 +288,15 @@ _ARGS = st.fixed_dictionaries(
         "Collective name": st.sampled_from(["allreduce", "all_gather"]),
         "In msg nelems": st.integers(0, 10**6), "dtype": st.just("Float"), "name": _NAMES,
         "Concrete Inputs": st.lists(st.sampled_from(["", "2", "0"]), max_size=4),
+        "Device Type": st.sampled_from([0, 1, 6]), "Device Id": st.integers(-1, 2),
+        "Addr": _INT, "Bytes": _INT, "Total Allocated": _INT, "Total Reserved": _INT,
         "other": st.recursive(st.none() | st.booleans() | st.floats(allow_nan=False,
                               allow_infinity=False) | st.text(max_size=4),
                               lambda c: st.lists(c, max_size=2), max_leaves=4),
     },
 )  # fmt: skip
 _EVENT = st.fixed_dictionaries(
-    {"ph": st.sampled_from(["X", "X", "X", "X", "M", "i", "s", "f", "C"])},
+    {"ph": st.sampled_from(["X", "X", "X", "X", "M", "i", "i", "I", "s", "f", "C"])},
     optional={
         "cat": st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "gpu_memcpy", "fwdbwd",
                                 "ac2g", "python_function", "user_annotation", "Trace", "caté"]),

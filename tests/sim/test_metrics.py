@@ -157,8 +157,9 @@ def test_replay_summary_is_json_and_fits_the_html_report() -> None:
     text = json.dumps(summary, sort_keys=True, allow_nan=False)
     assert json.loads(text) == summary
     assert summary["steps"] == [
-        {"name": "ProfilerStep#1", "measured_ns": 200, "predicted_ns": 143, "error": -0.285}
-    ]
+        {"name": "ProfilerStep#1", "measured_ns": 200, "predicted_ns": 143, "error": -0.285,
+         "measured_peak_memory_bytes": None, "predicted_peak_memory_bytes": None}  # no memory
+    ]  # fmt: skip
     assert summary["window_ns"] == {"measured": [0, 200], "predicted": [-4, 139]}
     assert summary["breakdown"]["predicted"]["exposed_compute_ns"] == 100
     assert summary["critical_path"]["kernel"] == 100 / 133

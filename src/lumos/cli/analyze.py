@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and write the tables to DIR: steps, kernels and ops (count, total, mean, share, "
         "exposed time), streams (idle time split into host-bound, waiting on another stream, "
         "waiting on communication), collectives (overlap with compute, bandwidth), "
-        "stragglers and rank_lateness (who is late at each collective), critical_path_ops. "
+        "stragglers and rank_lateness (who is late at each collective), critical_path_ops, "
+        "memory (peak allocated bytes per step and rank, resident vs allocated in the step, "
+        "what the step held at its peak by phase and op; from [memory] events). "
         "Each row says its view: measured (the recording) or predicted (the simulation).",
     )
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
@@ -69,6 +71,30 @@ def _rows(t: Table, view: str, rank: int) -> list[dict[str, Any]]:
     return [r for r in t.to_dicts() if r["view"] == view and r.get("rank", rank) == rank]
 
 
+def _mib(b: float) -> str:
+    return f"{b / (1 << 20):.1f} MiB"
+
+
+def _memory_lines(t: Table | None, view: str, rank: int) -> list[str]:
+    """The largest step peak of one rank and view: resident, allocated in the step, and what
+    the step still held at its peak by op (from the ``memory`` table)."""
+    rows = _rows(t, view, rank) if t is not None else []
+    peaks = [r for r in rows if r["kind"] == "peak"]
+    if not peaks:
+        return []
+    top = max(peaks, key=lambda r: r["bytes"])
+    mine = [r for r in rows if r["step"] == top["step"]]
+    value = {r["kind"]: r["bytes"] for r in mine if r["kind"] in ("resident", "allocated_in_step")}
+    out = [f"  memory ({top['name']}): peak {_mib(top['bytes'])} in {top['step']} = resident "
+           f"{_mib(value.get('resident', 0))} + allocated in the step "
+           f"{_mib(value.get('allocated_in_step', 0))}"]  # fmt: skip
+    ops = [r for r in mine if r["kind"] == "op"]
+    if ops:
+        out.append("    held at the peak: " + ", ".join(f"{r['name']} {_mib(r['bytes'])}"
+                                                          for r in ops))  # fmt: skip
+    return out
+
+
 def format_analysis(tables: Mapping[str, Table], top: int = 10) -> str:
     """The printed summary: per rank and view, the top kernels and ops by total time, the
     streams' idle split; then the ranks by lateness at collectives and the top ops on the
@@ -96,6 +122,7 @@ def format_analysis(tables: Mapping[str, Table], top: int = 10) -> str:
                 lines.append(f"  {str(r['stream'])[:20]:<22}{_ms(r['idle_ns'])}"
                              f"{_ms(r['host_bound_ns'])}{_ms(r['other_stream_ns'])}"
                              f"{_ms(r['comm_wait_ns'])}{_ms(r['other_ns'])}")  # fmt: skip
+            lines += _memory_lines(tables.get("memory"), view, rank)
     late = tables["rank_lateness"].to_dicts()
     if any(r["collectives"] for r in late):
         lines.append("lateness at collectives (arrival after the earliest rank)")

@@ -75,6 +75,13 @@ def _print_results(replay_json: Path) -> None:
     print(format_replay(doc))
     rows = doc.get("what_if") or []
     if rows:
-        print(f"  {'what if':<32}{'step ms':>10}{'speedup':>9}")
+        mem = any(r.get("peak_memory_bytes") is not None for r in rows)
+        print(
+            f"  {'what if':<32}{'step ms':>10}{'speedup':>9}" + (f"{'peak MiB':>10}" if mem else "")
+        )
         for r in rows:
-            print(f"  {r['scenario']:<32}{r['step_ns'] / 1e6:>10.3f}{r['speedup']:>8.2f}x")
+            peak = r.get("peak_memory_bytes")
+            tail = (
+                (f"{peak / (1 << 20):>10.1f}" if peak is not None else f"{'-':>10}") if mem else ""
+            )
+            print(f"  {r['scenario']:<32}{r['step_ns'] / 1e6:>10.3f}{r['speedup']:>8.2f}x" + tail)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from lumos.cli._args import add_parallel_args
 from lumos.cli._progress import progress_bar
 from lumos.cost.topology import PRESETS
+from lumos.errors import ConfigError
 from lumos.estimate import estimate, parse_scenario, parse_sweep, write_estimate
 from lumos.estimate.scenario import KEYS
 from lumos.ingest.detect import expand_paths
@@ -62,6 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--algorithm", default="auto", help="collective algorithm (default: auto)")
     p.add_argument(
+        "--device-memory",
+        default=None,
+        metavar="SIZE",
+        help="capacity the peak memory must fit, e.g. 80GiB (default: the GPU's totalGlobalMem "
+        "from the trace; CPU-only jobs: none unless given)",
+    )
+    p.add_argument(
         "--chakra",
         default=None,
         metavar="PREFIX",
@@ -90,8 +99,14 @@ def run(args: argparse.Namespace) -> int:
 
     edited: list[tuple[Any, Any]] = []
     keep = (lambda s, w: edited.append((s, w))) if args.chakra else None
-    est = estimate(workload, scenarios, comm_model=factory, baseline=parse_baseline(args.baseline),
-                   on_edited=keep)  # fmt: skip
+    est = estimate(
+        workload,
+        scenarios,
+        comm_model=factory,
+        baseline=parse_baseline(args.baseline),
+        on_edited=keep,
+        device_memory=parse_size(args.device_memory) if args.device_memory else None,
+    )
     est = type(est)(est.rows, tuple(sources), est.baseline)
     path = write_estimate(est, args.out)
     print(format_estimate(est.to_dict()))
@@ -140,6 +155,23 @@ def comm_model_factory(topology: str, algorithm: str) -> Any:
     return comm_model_for(topology, algorithm)
 
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}  # fmt: skip
+
+
+def parse_size(text: str) -> int:
+    """``"80GiB"`` -> bytes (B, kB/MB/GB/TB in powers of ten, KiB/MiB/GiB/TiB of two)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _UNITS:
+        raise ConfigError(f"--device-memory {text!r}: expected a size such as 80GiB or 40GB")
+    return round(float(m.group(1)) * _UNITS[unit])
+
+
+def _gib(b: int) -> str:
+    return f"{b / (1 << 30):.3f} GiB" if b >= 1 << 30 else f"{b / (1 << 20):.1f} MiB"
+
+
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:10.3f}"
 
@@ -152,6 +184,9 @@ def format_estimate(doc: dict[str, Any]) -> str:
     head = f"{'scenario':<28}{'step ms':>10}{'change':>9}" + "".join(
         f"{p.removesuffix('_ns').replace('_', ' '):>18}" for p in parts
     )
+    memory = any(r.get("peak_memory_bytes") is not None for r in rows)
+    if memory:
+        head += f"{'peak memory':>16}{'fits':>6}"
     lines = [head]
     for r in rows:
         label = r["config"]["label"]
@@ -160,7 +195,17 @@ def format_estimate(doc: dict[str, Any]) -> str:
         change = (r["step_ns"] / base - 1) * 100
         line = f"{label:<28}{_ms(r['step_ns'])}{change:+8.1f}%"
         line += "".join(f"{_ms(r['breakdown'].get(p, 0)):>18}" for p in parts)
+        if memory:
+            peak, fits = r.get("peak_memory_bytes"), r.get("fits")
+            line += f"{_gib(peak) if peak is not None else '?':>16}"
+            line += f"{'?' if fits is None else 'yes' if fits else 'NO':>6}"
         lines.append(line)
+    for r in rows:
+        if r.get("fits") is False:
+            lines.append(
+                f"{r['config']['label']}: does NOT fit: peak {_gib(r['peak_memory_bytes'])} > "
+                f"device {_gib(r['capacity_bytes'])}"
+            )
     if len(rows[0]["ranks"]) > 1:
         lines.append("per-rank step ms:")
         for r in rows:

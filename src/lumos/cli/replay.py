@@ -203,12 +203,28 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False, all_ranks: bool
                      f"{len(ranks) - 1}: --all-ranks, or replay.json)")  # fmt: skip
     for s in shown:
         lines.append(f"rank {s['rank']}")
-        lines.append(f"  {'step':<22}{'measured ms':>12}{'predicted ms':>14}{'error':>9}")
+        mem = any(st.get("measured_peak_memory_bytes") is not None for st in s["steps"])
+        lines.append(f"  {'step':<22}{'measured ms':>12}{'predicted ms':>14}{'error':>9}"
+                     + (f"{'peak MiB meas.':>16}{'pred.':>10}" if mem else ""))  # fmt: skip
         for st in s["steps"]:
             err = "-" if st["error"] is None else f"{st['error'] * 100:+8.2f}%"
+            peaks = ""
+            if mem:
+                peaks = "".join(
+                    f"{'-' if v is None else f'{v / (1 << 20):.1f}':>{w}}"
+                    for v, w in ((st.get("measured_peak_memory_bytes"), 16),
+                                 (st.get("predicted_peak_memory_bytes"), 10))
+                )  # fmt: skip
             lines.append(
                 f"  {st['name']:<22}{_ms(st['measured_ns']):>12}{_ms(st['predicted_ns']):>14}{err:>9}"
+                + peaks
             )
+        memory = s.get("memory") or {}
+        if mem:
+            lines.append(f"  memory: {memory.get('device')}, peak = the largest allocated total "
+                         "in the step" + (f" ({memory['note']})" if memory.get("note") else ""))  # fmt: skip
+        elif memory.get("note"):
+            lines.append(f"  {memory['note']}")
         if not s["steps"]:
             w = s["window_ns"]
             meas = w["measured"][1] - w["measured"][0]

@@ -44,6 +44,7 @@ from lumos.estimate.layers import (
     is_comm_issuer,
     marked,
 )
+from lumos.estimate.memory_edit import resident_ratio, resize_memory, scale_resident
 from lumos.estimate.pipeline import reschedule
 from lumos.estimate.pipeline_edits import interleave_edit, merge_edit, split_edit
 from lumos.estimate.pipeline_edits import refuse_sends_in_flight as _refuse_in_flight
@@ -160,9 +161,13 @@ def reshape_workload(
             for k in stats_all:
                 stats_all[k] += stats.get(k, 0) + dev_stats.get(k, 0)
             stats_all["retimed"] += n_delays + dev_stats["device_retimed"]
-            retimed.append(g.with_durations(dur).replace(edges=g.edges.replace(delay_ns=delay)))
+            g2 = g.with_durations(dur).replace(edges=g.edges.replace(delay_ns=delay))
+            g2, n_mem = resize_memory(g2, old_dims, new_dims, layer >= 0, params)
+            stats_all["memory_resized"] = stats_all.get("memory_resized", 0) + n_mem
+            retimed.append(g2)
         graphs = retimed
         detail = (f"{stats_all['kept_no_shapes']} tasks without shapes kept their time; "
+                  f"{stats_all.get('memory_resized', 0)} allocations resized; "
                   f"{stats_all['ambiguous_dims']} dimensions resolved by role")  # fmt: skip
         fitted = f"a + c x work per op, fitted on {len(model.fits)} op names of the trace"
         if stats_all["device_retimed"] or dev_model.fits:
@@ -182,6 +187,21 @@ def reshape_workload(
     if param_ratio != 1.0 or act_ratio != 1.0:
         graphs, e = resize_comms(graphs, param_ratio, act_ratio)
         edits.append(e)
+    layers_ratio = changes.get("layers", old_layers) / old_layers if old_layers > 0 else 1.0
+    if pp != base.values.get("pp", 1) and any(g.memory is not None for g in graphs):
+        # re-staged graphs mix several stages' tasks: their memory is not modelled (unknown,
+        # not wrong)
+        graphs = [g.replace(memory=None) for g in graphs]
+        edits.append(Edit(name="memory unknown", model="pipeline stages changed",
+                          detail="memory is not modelled across re-staged pipelines"))  # fmt: skip
+    elif any(g.memory is not None for g in graphs) and (layers_ratio != 1.0 or shape_changes):
+        old_dims = base.dims()
+        new_dims = _new_dims(old_dims, shape_changes)
+        ratios = [resident_ratio(g, old_dims, new_dims, layers_ratio) for g in workload.graphs]
+        graphs = [scale_resident(g, r) for g, r in zip(graphs, ratios, strict=True)]
+        edits.append(Edit(name="resident memory", model="weights, gradients and optimizer "
+                          "state in proportion to the parameters the forward reads",
+                          detail="parameters x" + ", x".join(f"{r:.3f}" for r in ratios)))  # fmt: skip
     out = workload.replace_graphs(graphs)
     if schedule == "interleaved":
         v = chunks or 2

@@ -75,6 +75,17 @@ class EstimateRow:
     measured_step_ns: int | None = None
     edits: tuple[dict[str, object], ...] = ()
     median_step_ns: int = 0
+    #: The largest predicted allocated total over ranks and steps (None: no memory events).
+    peak_memory_bytes: int | None = None
+    #: The training device's capacity (``totalGlobalMem`` or ``--device-memory``), None unknown.
+    capacity_bytes: int | None = None
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the peak fits the device (None when either is unknown)."""
+        if self.peak_memory_bytes is None or self.capacity_bytes is None:
+            return None
+        return self.peak_memory_bytes <= self.capacity_bytes
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -85,7 +96,11 @@ class EstimateRow:
             "breakdown": self.breakdown,
             "model": self.model,
             "edits": list(self.edits),
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "fits": self.fits,
         }
+        if self.capacity_bytes is not None:
+            out["capacity_bytes"] = self.capacity_bytes
         if self.measured_step_ns is not None:
             out["measured_step_ns"] = self.measured_step_ns
         return out
@@ -124,8 +139,22 @@ def _mean_ns(values: Sequence[int] | np.ndarray) -> int:
     return round(float(np.mean(values))) if len(values) else 0
 
 
+def _capacity(workload: Workload, device_memory: int | None) -> int | None:
+    """``device_memory`` when given, else the smallest recorded capacity of the ranks'
+    training GPUs (``deviceProperties`` ``totalGlobalMem``); host memory only when given."""
+    if device_memory is not None:
+        return device_memory
+    caps = [g.memory.capacity_bytes for g in workload.graphs if g.memory is not None]
+    return min(caps) if caps and all(c > 0 for c in caps) else None
+
+
 def _row(
-    workload: Workload, s: Scenario, cost: CostModel, model: str, edits: Sequence[Edit] = ()
+    workload: Workload,
+    s: Scenario,
+    cost: CostModel,
+    model: str,
+    edits: Sequence[Edit] = (),
+    device_memory: int | None = None,
 ) -> EstimateRow:
     result = simulate(workload, cost)
     summaries = [replay_summary(result, gi) for gi in range(len(workload.graphs))]
@@ -142,8 +171,12 @@ def _row(
     slowest = int(np.argmax([np.mean(p) for p in predicted]))
     per_step = max(len(predicted[slowest]), 1)
     window = summaries[slowest]["breakdown"]["predicted"]
+    peaks = [st["predicted_peak_memory_bytes"] for sm in summaries for st in sm["steps"]]
+    peaks = [p for p in peaks if p is not None]
     return EstimateRow(
         scenario=s,
+        peak_memory_bytes=max(peaks) if peaks else None,
+        capacity_bytes=_capacity(workload, device_memory) if peaks else None,
         step_ns=_mean_ns(job),
         median_step_ns=round(float(np.median(job))),
         rank_step_ns=tuple(
@@ -207,6 +240,7 @@ def estimate(
     *,
     comm_model: CommModelFactory | None = None,
     baseline: Mapping[str, int] | None = None,
+    device_memory: int | None = None,
     on_edited: Callable[[Scenario, Workload], None] | None = None,
 ) -> Estimate:
     """The baseline (replayed as traced) and every scenario, simulated; see the module docstring.
@@ -223,7 +257,7 @@ def estimate(
     for s in scenarios:
         _check(workload, s, base, comm_model)
     dp = base.values.get("dp", 0) if base is not None else 0
-    rows = [_row(workload, Scenario(), TracedCost(), "traced")]
+    rows = [_row(workload, Scenario(), TracedCost(), "traced", device_memory=device_memory)]
     for s in scenarios:
         if s.is_baseline:
             continue
@@ -242,7 +276,7 @@ def estimate(
         else:
             cost, name = TracedCost(), "traced"
         try:
-            rows.append(_row(edited, s, cost, name, edits))
+            rows.append(_row(edited, s, cost, name, edits, device_memory))
         except SimulationError as exc:
             if s.schedule is None:
                 raise

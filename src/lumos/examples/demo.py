@@ -9,7 +9,8 @@
    the output directory and replays that instead, and says so
    (:attr:`DemoResult.bundled_because`);
 2. **replay**: build the execution graph and simulate it; compare with the measured steps;
-3. **what-if**: the replayed run with communication, then compute, 2x faster;
+3. **what-if**: the replayed run with communication, then compute, 2x faster (each with its
+   step time and, where the run recorded memory, its peak allocated bytes);
 4. **report**: ``report.html`` (and the figures as SVG) in the output directory.
 
 Stages 2-4 need the replay API (:mod:`lumos.graph`, :mod:`lumos.sim`); until it is present the
@@ -189,6 +190,13 @@ def _mean_step_ns(steps: list[dict[str, Any]], key: str) -> float:
     return sum(vals) / len(vals) if vals else float("nan")
 
 
+def _peak(steps: list[dict[str, Any]]) -> int | None:
+    """The largest predicted memory peak of the steps (None: the run recorded no memory)."""
+    peaks = [s["predicted_peak_memory_bytes"] for s in steps
+             if s.get("predicted_peak_memory_bytes") is not None]  # fmt: skip
+    return max(peaks) if peaks else None
+
+
 def _replay(out: Path, manifest_path: Path, api: dict[str, Any], say: Progress) -> dict[str, Any]:
     """Replay the collected run and one what-if; the ``replay.json`` content (rank 0's view)."""
     run = read_manifest(manifest_path)
@@ -201,14 +209,17 @@ def _replay(out: Path, manifest_path: Path, api: dict[str, Any], say: Progress) 
     api["write_chrome_trace"](out / "replay.perfetto.json", workload, sim)
     base_ns = _mean_step_ns(summary["steps"], "predicted_ns")
     what_if: list[dict[str, Any]] = [
-        {"scenario": "replay (as traced)", "step_ns": round(base_ns), "speedup": 1.0}
-    ]
+        {"scenario": "replay (as traced)", "step_ns": round(base_ns), "speedup": 1.0,
+         "peak_memory_bytes": _peak(summary["steps"])}
+    ]  # fmt: skip
     for name, cost in _what_ifs(api):
         say(f"what-if: {name}")
-        wi_ns = _mean_step_ns(api["simulate"](workload, cost).steps(0), "predicted_ns")
+        steps = api["replay_summary"](api["simulate"](workload, cost), 0)["steps"]
+        wi_ns = _mean_step_ns(steps, "predicted_ns")
         what_if.append(
-            {"scenario": name, "step_ns": round(wi_ns), "speedup": round(base_ns / wi_ns, 4)}
-        )
+            {"scenario": name, "step_ns": round(wi_ns), "speedup": round(base_ns / wi_ns, 4),
+             "peak_memory_bytes": _peak(steps)}
+        )  # fmt: skip
     d = run.data
     rel = os.path.relpath
     perfetto = {f"measured, rank {r.rank}": rel(r.kineto, out) for r in run.ranks}

@@ -51,6 +51,8 @@ from lumos.graph.build_tasks import (
     lay_out_tasks,
     left_out_gloo_spans,
 )
+from lumos.graph.kinds import CPU_TASK_KINDS
+from lumos.graph.memory import anchor_memory
 from lumos.graph.model import (
     Annotations,
     DepKind,
@@ -61,6 +63,7 @@ from lumos.graph.model import (
     Waits,
 )
 from lumos.ingest.kineto import KinetoTrace
+from lumos.ingest.kineto_schema import Category
 
 __all__ = ["align_ranks", "build_graph"]
 
@@ -224,7 +227,34 @@ def build_graph(trace: KinetoTrace) -> ExecGraph:
         **_task_dims(trace, tasks.event_idx, spans),
     )
     recorded = layout.ts_ns + layout.dur_ns
-    return settle(graph, arrive, recorded, _recorded_step_ns(trace, layout, recorded), diag)
+    graph = settle(graph, arrive, recorded, _recorded_step_ns(trace, layout, recorded), diag)
+    return _with_memory(graph, trace, layout)
+
+
+def _with_memory(graph: ExecGraph, trace: KinetoTrace, layout: TaskLayout) -> ExecGraph:
+    """``graph`` with its trace's memory events anchored to its tasks (see
+    :mod:`lumos.graph.memory`)."""
+    if not len(trace.memory):
+        return graph
+    t = graph.tasks
+    inv = np.full(len(trace.processors), -1, dtype=np.int64)
+    inv[layout.processors] = np.arange(layout.processors.size)
+    ev = trace.events
+    user = np.flatnonzero(trace.mask(Category.USER_ANNOTATION))
+    spans = (
+        inv[ev.processor_idx[user]].astype(np.int32), ev.ts_ns[user], ev.end_ns[user],
+        [trace.name_of(int(i)) for i in user.tolist()],
+    )  # fmt: skip
+    capacity = {
+        int(d.get("id", i)): int(d.get("totalGlobalMem", 0) or 0)
+        for i, d in enumerate(trace.meta.devices)
+        if isinstance(d, dict) and isinstance(d.get("totalGlobalMem", 0), int)
+    }
+    mem = anchor_memory(
+        trace.memory, trace.names, ev.name_idx, (ev.dims_idx, trace.dims), t.event_idx, t.processor_idx, t.ts_ns, t.dur_ns,
+        np.isin(t.kind, [int(k) for k in CPU_TASK_KINDS]), inv, spans, capacity,
+    )  # fmt: skip
+    return graph if mem is None else graph.replace(memory=mem)
 
 
 def _recorded_step_ns(trace: KinetoTrace, layout: TaskLayout, end: NDArray[np.int64]) -> int:

@@ -49,6 +49,7 @@ from lumos.graph.kinds import (
     TaskKind,
     WaitKind,
 )
+from lumos.graph.memory import GraphMemory
 from lumos.graph.tables import (
     Annotations,
     Comms,
@@ -118,6 +119,9 @@ class ExecGraph:
     #: what the shape-scaling what-ifs read. ``task_dims_idx`` is None when nothing was recorded.
     dims: tuple[str, ...] = ()
     task_dims_idx: NDArray[np.int32] | None = None
+    #: The training device's allocations and frees, held by the tasks that made them (see
+    #: :mod:`lumos.graph.memory`); None when the trace has no ``[memory]`` events.
+    memory: GraphMemory | None = None
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

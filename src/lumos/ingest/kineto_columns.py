@@ -16,6 +16,7 @@ import numpy as np
 
 from lumos.errors import TraceFormatError
 from lumos.ingest._intern import Interner
+from lumos.ingest.kineto_memory import MEMORY_COLUMNS, MemoryEvents, build_memory
 from lumos.ingest.kineto_meta import (
     FlowEnd,
     Processors,
@@ -42,6 +43,7 @@ from lumos.ingest.op_work import WORK_OPS, op_work
 __all__ = ["ID_COLUMNS", "Accumulator", "meta_name", "proc_int"]
 
 _STREAM_RE = re.compile(r"(-?\d+)$")
+_SHAPE = re.compile(rb"\[\d")  # recorded dims that hold a tensor's shape
 #: ``Events`` integer columns taken as they are from ``args`` (column, :class:`RawArgs` field);
 #: ``external_id`` (two spellings) and ``stream`` (HIP's hex strings) have their own rules.
 ID_COLUMNS = (
@@ -98,6 +100,9 @@ _DUR = attrgetter("dur")
 _NAME = attrgetter("name")
 _ARGS = attrgetter("args")
 _DIMS = attrgetter("input_dims")
+#: ``RawArgs`` fields of a ``[memory]`` event, in :data:`MEMORY_COLUMNS` order.
+MEMORY_ARGS = ("device_type", "device_id", "addr", "mem_bytes", "total_allocated", "total_reserved")
+MEMORY_NAME = "[memory]"
 
 
 class Accumulator:
@@ -121,6 +126,11 @@ class Accumulator:
         self.n_launch_flows = 0
         self.num_raw = 0
         self.num_x = 0
+        # [memory] instant events: times, host thread (a key of mem_threads), args
+        self.mem_cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("ts", "thread", *MEMORY_COLUMNS)
+        }
+        self.mem_threads: dict[tuple[Any, Any], int] = {}
 
     def add(self, events: list[RawEvent]) -> None:
         self.num_raw += len(events)
@@ -131,9 +141,16 @@ class Accumulator:
             key = cat or f"<ph {ph}>"
             counts[key] = counts.get(key, 0) + k
         xs = [e for e, ph in zip(events, phs, strict=True) if ph == "X"]
+        mems = []
         for e, ph in zip(events, phs, strict=True):
-            if ph != "X":
+            if ph == "X":
+                continue
+            if ph in ("i", "I") and e.name == MEMORY_NAME:
+                mems.append(e)
+            else:
                 self.add_other(e)
+        if mems:
+            self._add_memory(mems)
         if not xs:
             return
         n = len(xs)
@@ -182,6 +199,61 @@ class Accumulator:
                 self.flows.append((e.ph, e.pid, e.tid, e.ts, e.id))
             elif flow_cat in ("ac2g", "async", "async_cpu_to_gpu"):
                 self.n_launch_flows += 1
+
+    def _add_memory(self, mems: list[RawEvent]) -> None:
+        n = len(mems)
+        args = list(map(_ARGS, mems))
+        threads = [self.mem_thread((e.pid, e.tid)) for e in mems]
+        self.add_memory(
+            np.fromiter(map(_TS, mems), np.float64, n),
+            np.asarray(threads, dtype=np.int64),
+            [np.fromiter(map(attrgetter(a), args), np.int64, n) for a in MEMORY_ARGS],
+        )
+
+    def mem_thread(self, key: tuple[Any, Any]) -> int:
+        """The local id of the host thread ``(pid, tid)`` a memory event was written on."""
+        i = self.mem_threads.get(key)
+        if i is None:
+            i = self.mem_threads[key] = len(self.mem_threads)
+        return i
+
+    def add_memory(self, ts: np.ndarray, threads: np.ndarray, cols: list[np.ndarray]) -> None:
+        """Take in memory events: times (float us), thread ids (:meth:`mem_thread`) and the
+        :data:`MEMORY_COLUMNS`."""
+        self.mem_cols["ts"].append(ts)
+        self.mem_cols["thread"].append(threads)
+        for k, col in zip(MEMORY_COLUMNS, cols, strict=True):
+            self.mem_cols[k].append(col)
+
+    def _memory(
+        self, base_us: float, remap: np.ndarray, events: Events, cats: np.ndarray
+    ) -> MemoryEvents:
+        """The memory events as :class:`MemoryEvents` on the trace's clock and processors."""
+        if not self.mem_cols["ts"]:
+            return MemoryEvents.empty()
+        raw = {k: np.concatenate(v) for k, v in self.mem_cols.items()}
+        ts = raw["ts"]
+        ok = np.isfinite(ts) & (np.abs(ts) < _MAX_US)
+        if not ok.all():
+            self.diagnostics["memory_events_with_out_of_range_ts_dropped"] = int((~ok).sum())
+            raw = {k: v[ok] for k, v in raw.items()}
+            ts = raw["ts"]
+        ts_ns = np.int64(base_us) * 1000 + np.rint((ts - base_us) * 1000.0).astype(np.int64)
+        # local thread id -> trace processor row (-1: a thread with no duration event)
+        local = np.full(max(len(self.mem_threads), 1), -1, dtype=np.int32)
+        for key, i in self.mem_threads.items():
+            pi = self.proc_index.get((0, key[0], _tid_key(key[1])))
+            if pi is not None:
+                local[i] = remap[pi]
+        proc = local[raw["thread"]]
+        host = ~np.isin(cats, _GPU_LIST)
+        table = [t if isinstance(t, bytes) else str(t).encode() for t in self.dims.table()]
+        with_shape = np.array([bool(_SHAPE.search(t)) for t in table] + [False], dtype=np.bool_)
+        di = events.dims_idx if events.dims_idx is not None else np.full(len(events), -1)
+        shaped = with_shape[np.where(di >= 0, di, len(table))]
+        return build_memory(
+            raw, ts_ns, proc, events.processor_idx, events.ts_ns, events.end_ns, host, shaped
+        )
 
     def note_names(self) -> None:
         """Extend the per-name metadata flags to the names interned since the last call."""
@@ -295,6 +367,7 @@ class Accumulator:
             diagnostics=diagnostics,
             dims=tuple(b.decode("utf-8", "replace") for b in self.dims.table()),  # type: ignore[attr-defined]
             op_work=_op_work(names, events, meta),
+            memory=self._memory(base_us, remap, events, events.cat),
         )
 
 

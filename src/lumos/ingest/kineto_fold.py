@@ -43,6 +43,10 @@ _SYNC = int(Category.CUDA_SYNC)
 _CPU_OP = int(Category.CPU_OP)
 _GPU = np.array(sorted(int(c) for c in GPU_CATEGORIES), dtype=np.int8)
 _I32_MIN, _I32_END = -(2**31), 2**31
+#: The scanned fields of a ``[memory]`` event, in ``MEMORY_COLUMNS`` order.
+_MEMORY_FIELDS = (
+    "device_type", "device_id", "addr", "mem_bytes", "total_allocated", "total_reserved",
+)  # fmt: skip
 _FIRST_ROWS = 1 << 12  # rows of each string table at first (grown as the chunks need)
 
 
@@ -170,12 +174,22 @@ def fold_scanned(
     wanted = np.flatnonzero((xcat == _SYNC) | state.name_meta[name_of])
     metas = [_decode_meta(payload, xrows[i], int(streams[i])) for i in wanted.tolist()]
     ts, dur = _times(payload, xrows, times[x])
+    mem = np.flatnonzero(_column(rows, "is_memory") == 1)
+    if mem.size:
+        mrows = rows[mem]
+        if ((_column(mrows, "pid_off") >= 0) | (_column(mrows, "tid_off") >= 0)).any():
+            raise Unsupported("a memory event whose pid or tid is a string")
+        mem_ts = _times(payload, mrows, times[mem])[0]
     # nothing below fails: commit
     acc.num_raw += n
     _count_categories(acc, state.cat_strs, cat_of, ph)
     for e in decoded:
         acc.add_other(e)
     acc.n_launch_flows += n_launch
+    if mem.size:
+        keys, inv = _unique_pairs(_column(mrows, "pid"), _column(mrows, "tid"))
+        local = np.asarray([acc.mem_thread(k) for k in keys], dtype=np.int64)
+        acc.add_memory(mem_ts, local[inv], [_column(mrows, f).copy() for f in _MEMORY_FIELDS])
     if not x.size:
         return
     known = state.name_ids.size

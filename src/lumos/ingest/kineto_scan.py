@@ -56,7 +56,7 @@ __all__ = [
 
 #: Integer fields of a scanned row, in order: byte spans (``*_off``/``*_len``, or ``start``/
 #: ``end``) in the payload, interned string ids, ``ph``'s letter, ``inexact`` (bit 0: ``ts``,
-#: bit 1: ``dur`` has more digits than a double holds), then the integer ``args``; ``-1`` when
+#: bit 1: ``dur`` has more digits than a double holds), then the integer ``args``, then ``is_memory`` (1: a ``[memory]`` instant event); ``-1`` when
 #: absent.
 INT_FIELDS = (
     "start", "end", "ph", "cat_id", "name_id", "dims_id", "pid", "tid",
@@ -65,6 +65,8 @@ INT_FIELDS = (
     "correlation", "external_id", "external_id_legacy", "rf_id", "ev_idx", "seq_id",
     "fwd_thread_id", "device", "stream", "num_bytes",
     "wait_on_stream", "wait_on_event_record_corr_id", "wait_on_event_id",
+    "device_type", "device_id", "addr", "mem_bytes", "total_allocated", "total_reserved",
+    "is_memory",
 )  # fmt: skip
 #: Float fields of a scanned row.
 FLOAT_FIELDS = ("ts", "dur")
@@ -74,6 +76,7 @@ ARG_FIELDS = (
     "correlation", "External id", "external id", "Record function id", "Ev Idx",
     "Sequence number", "Fwd thread id", "device", "stream", "bytes",
     "wait_on_stream", "wait_on_cuda_event_record_corr_id", "wait_on_cuda_event_id",
+    "Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved",
 )  # fmt: skip
 #: Integer fields per scanned row.
 NI = len(INT_FIELDS)
@@ -98,10 +101,13 @@ _F_TS_OFF = cython.declare(cython.Py_ssize_t, _F["ts_off"])
 _F_PID_OFF = cython.declare(cython.Py_ssize_t, _F["pid_off"])
 _F_ARG0 = cython.declare(cython.Py_ssize_t, _F["correlation"])
 _F_DEVICE = cython.declare(cython.Py_ssize_t, _F["device"])
+_F_IS_MEMORY = cython.declare(cython.Py_ssize_t, _F["is_memory"])
 _OK = cython.declare(cython.int, OK)
 _UNSUPPORTED = cython.declare(cython.int, UNSUPPORTED)
 _MALFORMED = cython.declare(cython.int, MALFORMED)
 _X = cython.declare(cython.longlong, ord("X"))
+_I = cython.declare(cython.longlong, ord("i"))
+_I_OLD = cython.declare(cython.longlong, ord("I"))
 _I32_MIN = cython.declare(cython.longlong, -(2**31))
 _I32_END = cython.declare(cython.longlong, 2**31)
 
@@ -128,6 +134,9 @@ def _key_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _KEY_TABLES = _key_tables()
+_MEMORY_NAME = cython.declare(
+    cython.const[cython.uchar][::1], np.frombuffer(b"[memory]", dtype=np.uint8).copy()
+)
 _KEY_BYTES = cython.declare(cython.const[cython.uchar][::1], _KEY_TABLES[0])
 _KEY_OFF = cython.declare(cython.const[cython.longlong][::1], _KEY_TABLES[1])
 _KEY_AT = cython.declare(cython.const[cython.longlong][::1], _KEY_TABLES[2])
@@ -370,7 +379,26 @@ def _event(
             if r < 0:
                 return -2
             ints[base + _F_DIMS] = r
+    elif (ints[base + _F_PH] == _I or ints[base + _F_PH] == _I_OLD) and _is_memory(
+        buf, name_s, name_e
+    ):
+        ints[base + _F_IS_MEMORY] = 1
     return i
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def _is_memory(
+    buf: cython.const[cython.uchar][::1], s: cython.Py_ssize_t, e: cython.Py_ssize_t
+) -> cython.int:
+    """Whether ``buf[s:e]`` is ``[memory]``, the name of the profiler's allocation events."""
+    j: cython.Py_ssize_t
+    if e - s != 8:
+        return 0
+    for j in range(8):
+        if buf[s + j] != _MEMORY_NAME[j]:
+            return 0
+    return 1
 
 
 def scan(

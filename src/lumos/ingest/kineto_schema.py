@@ -115,6 +115,13 @@ class RawArgs(msgspec.Struct, gc=False, frozen=True):
     device: I32 = -1
     stream: I64 | str = -1  # HIP runtime calls write it as a hex string ("0x0")
     num_bytes: I64 = msgspec.field(name="bytes", default=-1)
+    # [memory] instant events (profile_memory=True); -1 when absent, as the compiled scan reads
+    device_type: I64 = msgspec.field(name="Device Type", default=-1)
+    device_id: I64 = msgspec.field(name="Device Id", default=-1)
+    addr: I64 = msgspec.field(name="Addr", default=-1)
+    mem_bytes: I64 = msgspec.field(name="Bytes", default=-1)
+    total_allocated: I64 = msgspec.field(name="Total Allocated", default=-1)
+    total_reserved: I64 = msgspec.field(name="Total Reserved", default=-1)
     # CUDA sync events (enable_cuda_sync_events)
     sync_kind: str = msgspec.field(name="cuda_sync_kind", default="")
     wait_on_stream: I64 = -1

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lumos.ingest.kineto_memory import MemoryEvents
 from lumos.ingest.kineto_meta import Collectives, Flows, Processors, Steps, SyncEvents, TraceMeta
 from lumos.ingest.kineto_schema import Category
 
@@ -101,6 +102,8 @@ class KinetoTrace:
     #: ``event row -> (flops, bytes)`` of the ops whose recorded shapes say what they computed
     #: (see :mod:`lumos.ingest.op_work`); empty when the trace has no shapes.
     op_work: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: The ``[memory]`` events (allocations and frees; empty without ``profile_memory=True``).
+    memory: MemoryEvents = field(default_factory=MemoryEvents.empty)
 
     @property
     def rank(self) -> int:

@@ -5,6 +5,10 @@
   of its communication task) and how late it came after the earliest one; ``last`` marks the
   straggler that everyone else waited for.
 * ``rank_lateness``: per rank, how often it was the straggler and how late it came in total.
+* ``memory``: per view, rank and step, the training device's peak allocated bytes, what was
+  resident when the step began and what the step allocated, and (where frees pair with their
+  allocations) the bytes the step allocated and still held at its peak by phase and by op
+  (:func:`lumos.report.memory.memory_table`); no rows without ``[memory]`` events.
 * ``critical_path_ops``: per rank of a simulated run, the ops whose tasks lie on the critical
   path to that rank's last task: their tasks' time on the path (``task_ns``), the delays and
   waits on the path just before those tasks (``delay_ns``: CPU overhead before the op, launch
@@ -25,6 +29,7 @@ from lumos.report.analysis import (
     steps_table,
     streams_table,
 )
+from lumos.report.memory import memory_table
 from lumos.report.metrics import critical_path, critical_path_by_op
 from lumos.report.table import Table
 from lumos.report.timeline import Timeline, measured_timeline, predicted_timeline
@@ -40,7 +45,8 @@ __all__ = [
 
 #: The tables :func:`analyze` returns, in order.
 TABLES = ("steps", "kernels", "ops", "streams", "collectives", "stragglers", "rank_lateness",
-          "critical_path_ops")  # fmt: skip
+          "critical_path_ops", "memory")  # fmt: skip
+_MEMORY_COLS = ("view", "rank", "step", "kind", "name", "bytes")
 
 _CP_COLS = ("view", "rank", "op", "tasks", "task_ns", "delay_ns", "share")
 
@@ -132,6 +138,8 @@ def analyze(workload: Workload, result: SimResult | None = None) -> dict[str, Ta
         st = stragglers_table(tl)
         out["stragglers"].append(st)
         out["rank_lateness"].append(rank_lateness_table(st, tl))
+        rows = memory_table(tl.view, tl.graphs, tl.starts, tl.ends)
+        out["memory"].append(Table("memory", _MEMORY_COLS, rows))
     if result is not None:
         out["critical_path_ops"].append(critical_path_ops(result))
     else:

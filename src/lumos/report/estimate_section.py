@@ -6,6 +6,7 @@ column              from the row
 scenario            ``config.label`` (the baseline first)
 step ms, change     ``step_ns`` and its change against the baseline row
 the four parts      ``breakdown`` (the slowest rank, per step), in ms
+peak memory, fits   ``peak_memory_bytes`` and ``fits`` (only when the trace has memory events)
 model, edits        ``model`` and the names of ``edits``
 ==================  ==========================================================================
 
@@ -46,6 +47,9 @@ def estimate_section(rows: list[dict[str, Any]], table: Any) -> str:
                                "change": f"{(float(r['step_ns']) / base - 1.0) * 100:+.1f} %"}  # fmt: skip
         for key, _ in PARTS:
             row[key] = r["breakdown"].get(key, 0)
+        if any(x.get("peak_memory_bytes") is not None for x in rows):
+            row["peak_memory_bytes"] = r.get("peak_memory_bytes")
+            row["fits"] = {True: "yes", False: "NO: does not fit", None: "?"}[r.get("fits")]
         row["model"] = r.get("model", "")
         row["edits"] = "; ".join(str(e.get("edit", "")) for e in r.get("edits") or [])
         flat.append(row)

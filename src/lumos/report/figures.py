@@ -150,6 +150,36 @@ def build_figures(result: dict[str, Any]) -> list[Figure]:
                 y_max=100.0,
             )
         )
+    mem = (result.get("memory") or {}).get("timeline") or {}
+    mem_series = tuple(
+        (side, tuple(float(v) / (1 << 20) for v in mem[side]))
+        for side in ("measured", "predicted")
+        if mem.get(side)
+    )
+    if mem_series:
+        bin_ms = _ms(mem.get("bin_ns", 1_000_000))
+        n = max(len(v) for _, v in mem_series)
+        k = -(-n // MAX_SM_POINTS)
+        if k > 1:  # the largest of each k bins: a peak never disappears in a wider bin
+            mem_series = tuple(
+                (side, tuple(max(v[i : i + k]) for i in range(0, len(v), k)))
+                for side, v in mem_series
+            )
+            bin_ms *= k
+        figs.append(
+            Figure(
+                name="memory",
+                kind="lines",
+                title=f"Allocated memory (largest in each {_bin_label(bin_ms)} bin)",
+                series=mem_series,
+                x_label="time (ms)",
+                y_label="MiB",
+                unit="MiB",
+                fmt="{:,.1f}",
+                x_step=bin_ms,
+                x_unit="ms",
+            )
+        )
     cp = result.get("critical_path")
     if cp:
         kinds = tuple(k for k in cp if float(cp[k]) > 0)  # kinds absent from the path: no slot

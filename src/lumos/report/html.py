@@ -117,6 +117,8 @@ def _cell(key: str, v: Any) -> str:
     if _num(v):
         if key.endswith("_ns"):
             return f"{float(v) / 1e6:,.3f}"
+        if key.endswith("_bytes"):
+            return f"{float(v) / (1 << 20):,.1f} MiB"
         if key in ("error", "share") or key.endswith(("_error", "_share", "_frac")):
             return (
                 f"{100.0 * float(v):+.2f} %"
@@ -195,6 +197,9 @@ def _step_rows(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "error": (p - m) / m if m else 0.0,
             }
         )
+        if s.get("measured_peak_memory_bytes") is not None:
+            rows[-1]["measured_peak_memory_bytes"] = s["measured_peak_memory_bytes"]
+            rows[-1]["predicted_peak_memory_bytes"] = s.get("predicted_peak_memory_bytes")
     return rows
 
 
@@ -342,6 +347,12 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
                      + _table(rows) + total + _comm_note(bd) + "</section>")  # fmt: skip
     if "sm_util" in figs:
         parts.append(f"{sec}<h2>{escape(prefix)}SM utilization</h2>{figs['sm_util']}</section>")
+    if "memory" in figs:
+        mem = data.get("memory") or {}
+        note = (f'<p class="sub">Allocated bytes on {escape(str(mem.get("device")))}, the largest '
+                "in each bin: the recording beside the replay (from <code>[memory]</code> events; "
+                "the peak of each step is in the step table).</p>")  # fmt: skip
+        parts.append(f"{sec}<h2>{escape(prefix)}Memory</h2>{note}{figs['memory']}</section>")
     if "critical_path" in figs:
         cp_rows = [{"kind": kind_label(k), "share": v}
                    for k, v in data["critical_path"].items() if v > 0]  # fmt: skip

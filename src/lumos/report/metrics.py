@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from lumos.graph.build_tasks import MARK, START
 from lumos.graph.model import GPU_TASK_KINDS, DepKind, ExecGraph, ProcessorKind, TaskKind
 from lumos.report._kernels import walk_path
+from lumos.report.memory import step_memory
 from lumos.report.ops import task_ops
 from lumos.report.time_classes import step_time_classes
 from lumos.report.timeline import measured_window, predicted_window
@@ -453,7 +454,10 @@ def replay_summary(
 ) -> dict[str, Any]:
     """Measured vs predicted for graph ``gi`` of a replay, JSON-ready::
 
-    steps          [{name, measured_ns, predicted_ns, error}]   (STEP annotations)
+    steps          [{name, measured_ns, predicted_ns, error,        (STEP annotations)
+                     measured_peak_memory_bytes, predicted_peak_memory_bytes, memory}]
+                   (peaks None without [memory] events; see lumos.report.memory)
+    memory         {device, levels_recorded, capacity_bytes, ...} or {device: None, note}
     error          {mean_abs, max_abs}                           (over steps; None if none)
     window_ns      {measured: [t0, t1], predicted: [t0, t1]}     (first step start..last end,
                                                                   or the whole run)
@@ -487,6 +491,14 @@ def replay_summary(
     errors = [abs(s["error"]) for s in steps if s["error"] is not None]
     span = max(int(measured[1]) - int(measured[0]), int(predicted[1]) - int(predicted[0]), 0)
     bin_ns = max(bin_ns, -(-span // MAX_SM_BINS))  # wider bins past MAX_SM_BINS: bounded output
+    lo, hi = result.annotation_spans(gi)
+    per_step, memory = step_memory(
+        g, g if recorded is None else recorded, sim_s, sim_e, lo, hi,
+        windows=((int(measured[0]), int(measured[1])), (int(predicted[0]), int(predicted[1]))),
+        bin_ns=bin_ns,
+    )  # fmt: skip
+    for step, mem in zip(steps, per_step, strict=True):
+        step.update(mem)
     return {
         "rank": g.rank,
         "steps": steps,
@@ -509,5 +521,6 @@ def replay_summary(
         "makespan_ns": result.makespan_ns,
         "time_classes": step_time_classes(g),
         "calibration": dict(g.calibration),
+        "memory": memory,
         "diagnostics": {**g.diagnostics.to_dict(), **result.diagnostics.to_dict()},
     }

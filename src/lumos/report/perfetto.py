@@ -36,6 +36,7 @@ from lumos._io import atomic_write
 from lumos.graph.build_ranks import shared_clock_origin
 from lumos.graph.model import DepKind, ExecGraph, ProcessorKind, TaskKind, Workload
 from lumos.report.json_columns import INT, STRING, US, format_rows
+from lumos.report.perfetto_memory import memory_counter_rows
 from lumos.report.perfetto_structure import (
     critical_path_events,
     structure_events,
@@ -134,6 +135,8 @@ def to_chrome_trace(
                  "args": {"task_idx": ti, "rank": g.rank, "recorded_ts_us": rec}}
             )  # fmt: skip
     events.extend(structure_events(result, tracks))
+    for rows in memory_counter_rows(result, tracks):
+        events.extend(json.loads(b"[" + rows[1:] + b"]"))
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": _other(result)}
 
 
@@ -181,7 +184,7 @@ def _write_events(f: _Sink, result: SimResult, align_to_trace: bool) -> None:
             rows = format_rows(consts, fields, kinds + names)
             f.write(rows if sep else rows[1:])  # each row starts with its comma
             sep = b","
-    for rows in structure_rows(result, tracks):
+    for rows in chain(structure_rows(result, tracks), memory_counter_rows(result, tracks)):
         f.write(rows if sep else rows[1:])
         sep = b","
 
@@ -207,6 +210,10 @@ def _write_ranks(f: _Sink, result: SimResult, tracks: list[tuple[int, Any]], enc
     )
     for text in [*structure, *(encode(ev) for ev in cp)]:
         f.write((("" if first else ",") + text).encode())
+        first = False
+    counter_tracks = [(tp, shift) for _, (_, shift, _, tp) in tracks]
+    for rows in memory_counter_rows(result, counter_tracks):
+        f.write(rows if not first else rows[1:])
         first = False
 
 
