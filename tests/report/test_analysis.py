@@ -255,12 +255,12 @@ def test_analyze_a_foreign_chakra_et(tmp_path, capsys):
     ],
 )
 def test_acceptance_on_the_three_traces_as_a_user_runs_it(name, ranks, first_op, tmp_path, capsys):
-    """Issue 14's acceptance, by the CLI on its three traces: ``lumos replay --analysis`` prints
-    the top ops on the critical path of every rank and writes the HTA-style tables as CSV;
+    """Issue 14's acceptance, by the CLI on its three traces: ``lumos replay --analysis
+    --all-ranks`` prints the top ops on the critical path of every rank and writes the HTA-style tables as CSV;
     ``lumos analyze --format json`` writes the same tables, rows and columns, as one document."""
     src = str(trace(name))
     out = tmp_path / "r"
-    assert main(["replay", src, "--analysis", "-o", str(out), "--workers", "1"]) == 0
+    assert main(["replay", src, "--analysis", "-o", str(out), "--workers", "1", "--all-ranks"]) == 0
     text = capsys.readouterr().out
     assert text.count("top ops on the critical path") == ranks
     assert text.split("top ops on the critical path")[1].splitlines()[1].strip().startswith(
