@@ -277,16 +277,20 @@ def test_acceptance_on_the_three_traces_as_a_user_runs_it(name, ranks, first_op,
         assert not rows or list(doc[table][0]) == list(rows[0]), table
 
 
+def _gemm_half_diff(src: str, tmp_path: Path) -> Path:
+    """``lumos replay SRC --scale gemm=0.5 --analysis``, then ``lumos diff SRC`` against it;
+    returns the folder of the diff's tables."""
+    rdir, out = tmp_path / "r", tmp_path / "d"
+    assert main(["replay", src, "--scale", "gemm=0.5", "--analysis", "-o", str(rdir)]) == 0
+    assert main(["diff", src, str(rdir), "-o", str(out)]) == 0
+    return out
+
+
 def test_diff_of_a_recording_and_a_what_if_keeps_the_replay_s_own_change_apart(tmp_path, capsys):
     """B is a what-if (predicted): it is compared with A's own unchanged replay, so only the
     what-if's change shows; what the replay differs from the recording is printed apart and
     written as replay_* tables (here nothing: this single-rank trace replays to the ns)."""
-    src = str(trace("alltoall_4streams"))
-    rdir = tmp_path / "r"
-    assert main(["replay", src, "--scale", "gemm=0.5", "--analysis", "-o", str(rdir)]) == 0
-    capsys.readouterr()
-    out = tmp_path / "d"
-    assert main(["diff", src, str(rdir), "-o", str(out)]) == 0
+    out = _gemm_half_diff(str(trace("alltoall_4streams")), tmp_path)
     printed = capsys.readouterr().out
     assert "replayed unchanged (predicted)" in printed
     assert "not the what-if: A's replay against A's recording" in printed
@@ -300,11 +304,9 @@ def test_dlrm_what_if_diff_shows_gemm_not_the_waits_the_replay_removed(tmp_path,
     """Issue 32: after ``--scale gemm=0.5`` on the 8-rank DLRM job, the diff against the
     recording put "comm -96.5 %" first: the gloo/NCCL waits the replay removes, not the
     what-if. Against A's replay the what-if is gemm; the removed waits are listed apart."""
-    src = str(realdata("param/et_replay/tests/inputs/dlrm_kineto.tar.gz"))
-    rdir = tmp_path / "r"
-    assert main(["replay", src, "--scale", "gemm=0.5", "--analysis", "-o", str(rdir)]) == 0
-    out = tmp_path / "d"
-    assert main(["diff", src, str(rdir), "-o", str(out)]) == 0
+    out = _gemm_half_diff(
+        str(realdata("param/et_replay/tests/inputs/dlrm_kineto.tar.gz")), tmp_path
+    )
     classes = _csv(out / "kernel_classes.csv")
     assert classes[0]["class"] == "gemm"
     assert next(r for r in classes if r["class"] == "comm")["delta_ns"] == "0"

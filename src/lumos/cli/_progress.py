@@ -5,8 +5,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 __all__ = ["growing_bar", "progress_bar"]
+
+
+def _bar() -> Any:
+    """The bar both helpers draw: description, bar, done of total, time elapsed; gone when done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    return Progress("[progress.description]{task.description}", BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), transient=True)  # fmt: skip
 
 
 @contextmanager
@@ -15,15 +24,7 @@ def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]
     if not sys.stderr.isatty() or total <= 1:
         yield lambda _i: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=True,
-    ) as bar:
+    with _bar() as bar:
         task = bar.add_task(description, total=total)
         yield lambda _i: bar.advance(task)
 
@@ -40,15 +41,7 @@ def growing_bar(description: str) -> Iterator[Callable[[int, bool], None]]:
 
         yield ignore
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=True,
-    ) as bar:
+    with _bar() as bar:
         task = bar.add_task(description, total=None)
         known = [0]
 
