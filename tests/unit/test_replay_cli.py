@@ -168,3 +168,12 @@ def test_a_job_of_many_ranks_prints_its_summary_first_and_its_slowest_rank(tmp_p
     assert main(["replay", dlrm, "-o", str(tmp_path / "b"), "--all-ranks"]) == 0
     every = capsys.readouterr().out.splitlines()
     assert [line for line in every if line.startswith("rank ")] == [f"rank {r}" for r in range(8)]
+
+
+def test_a_cpu_only_replay_speaks_of_the_cpu(tmp_path, capsys):
+    """Issue 32: the demo's CPU-only output spoke of "GPU time"."""
+    from lumos.examples_data import example_run_dir
+
+    assert main(["replay", str(example_run_dir()), "-o", str(tmp_path / "r")]) == 0
+    words = capsys.readouterr().out.split("\nwords: ")[1]
+    assert "GPU" not in words and words.startswith("exposed compute/comm = time when only compute")

@@ -263,7 +263,8 @@ def format_replay(doc: dict[str, Any], *, verbose: bool = False, all_ranks: bool
         lines.extend(_model_lines(s, verbose))
     if len(ranks) > 1 and len(shown) == len(ranks):
         lines.extend(_cross_rank_lines(ranks))
-    lines.extend(GLOSSARY_LINES)
+    cpu = all((r.get("sm_util") or {}).get("device") == -1 for r in doc.get("ranks", [doc]))
+    lines.extend(GLOSSARY_LINES_CPU if cpu else GLOSSARY_LINES)
     return "\n".join(lines)
 
 
@@ -293,6 +294,16 @@ GLOSSARY_LINES = (
     "critical path spent between tasks",
     "  (CPU overhead, launch latency, waiting for another task or rank), not running one; "
     "error = (predicted - measured) / measured",
+)
+
+
+#: The same words for a job with no GPU (every rank's ``sm_util`` device is -1).
+GLOSSARY_LINES_CPU = (
+    "words: exposed compute/comm = time when only compute (CPU ops) or only communication runs; "
+    "overlapped = both run at once;",
+    "  other = neither runs (framework overhead between ops, waiting for a peer); delay = time "
+    "on the critical path spent between tasks",
+    GLOSSARY_LINES[2],
 )
 
 
