@@ -34,7 +34,7 @@ from lumos._io import atomic_outputs
 from lumos.advise.opportunities import Opportunity, opportunities
 from lumos.advise.verdict import CAUSES, Verdict, verdict
 from lumos.errors import ConfigError
-from lumos.estimate import estimate
+from lumos.estimate.run import job_step_ns
 from lumos.graph.model import Workload
 from lumos.replay import replay
 
@@ -92,8 +92,7 @@ def advise(
     """Judge ``workload`` and rank the standard what-ifs (``comm_model`` and ``topology``:
     the network for ``dp_2x``, as :func:`lumos.estimate.estimate` takes it)."""
     rep = replay(workload)
-    base = estimate(workload, []).rows[0]
-    step_ns = int(base.step_ns)
+    step_ns = job_step_ns(rep.summaries)  # the replay's: no second simulation of the baseline
     v = verdict(rep.result, list(rep.summaries), workload, step_ns)
     if on_done:
         on_done()
@@ -111,14 +110,9 @@ def advise(
 
 
 def replay_headline(result: Any, summaries: Sequence[dict[str, Any]], workload: Workload) -> str:
-    """The verdict line of a replay (:func:`headline`, no what-if simulated): ``step_ns`` is
-    the slowest rank's mean replayed step."""
-    means = [
-        float(sum(st["predicted_ns"] for st in sm["steps"]) / len(sm["steps"]))
-        if sm["steps"] else float(sm["window_ns"]["predicted"][1] - sm["window_ns"]["predicted"][0])
-        for sm in summaries
-    ]  # fmt: skip
-    step_ns = round(max(means)) if means else 0
+    """The verdict line of a replay (:func:`headline`, no what-if simulated), with the step
+    ``lumos advise`` reports (:func:`lumos.estimate.run.job_step_ns`)."""
+    step_ns = job_step_ns(summaries) if summaries else 0
     v = verdict(result, list(summaries), workload, step_ns)
     doc = {"bound": v.bound, "device": v.device, "slowest_rank": v.slowest, "step_ns": step_ns, "late_rank": v.late,
            "shares": {str(r): s for r, s in v.shares.items()}}  # fmt: skip

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lumos._io import atomic_write
 from lumos.cost.comm_relative import RelativeCommCost, dp_collectives
@@ -148,6 +149,27 @@ def _capacity(workload: Workload, device_memory: int | None) -> int | None:
     return min(caps) if caps and all(c > 0 for c in caps) else None
 
 
+def step_times(summaries: Sequence[Mapping[str, Any]], side: str) -> list[list[int]]:
+    """Per rank, its ``side`` (``measured``/``predicted``) step times from
+    :func:`~lumos.report.metrics.replay_summary`; when a rank has no ProfilerStep, every rank's
+    whole window instead (whole runs compared)."""
+    times = [[int(st[f"{side}_ns"]) for st in sm["steps"]] for sm in summaries]
+    if not all(times):
+        times = [[int(sm["window_ns"][side][1] - sm["window_ns"][side][0])] for sm in summaries]
+    return times
+
+
+def job_steps(per_rank: Sequence[Sequence[int]]) -> NDArray[np.int64]:
+    """The job's step times: per step, the slowest rank's (steps all ranks have)."""
+    n = min(len(p) for p in per_rank)
+    return np.max([list(p[:n]) for p in per_rank], axis=0).astype(np.int64)
+
+
+def job_step_ns(summaries: Sequence[Mapping[str, Any]]) -> int:
+    """The job's mean predicted step (what estimate rows' ``step_ns`` and advice's are)."""
+    return _mean_ns(job_steps(step_times(summaries, "predicted")))
+
+
 def _row(
     workload: Workload,
     s: Scenario,
@@ -158,16 +180,9 @@ def _row(
 ) -> EstimateRow:
     result = simulate(workload, cost)
     summaries = [replay_summary(result, gi) for gi in range(len(workload.graphs))]
-    predicted = [[st["predicted_ns"] for st in sm["steps"]] for sm in summaries]
-    measured = [[st["measured_ns"] for st in sm["steps"]] for sm in summaries]
-    if not all(predicted):  # a rank without ProfilerSteps: compare whole runs
-        predicted = [[sm["window_ns"]["predicted"][1] - sm["window_ns"]["predicted"][0]]
-                     for sm in summaries]  # fmt: skip
-        measured = [[sm["window_ns"]["measured"][1] - sm["window_ns"]["measured"][0]]
-                    for sm in summaries]  # fmt: skip
-    n = min(len(p) for p in predicted)
-    job = np.max([p[:n] for p in predicted], axis=0)
-    job_measured = np.max([m[:n] for m in measured], axis=0)
+    predicted = step_times(summaries, "predicted")
+    job = job_steps(predicted)
+    job_measured = job_steps(step_times(summaries, "measured"))
     slowest = int(np.argmax([np.mean(p) for p in predicted]))
     per_step = max(len(predicted[slowest]), 1)
     window = summaries[slowest]["breakdown"]["predicted"]
