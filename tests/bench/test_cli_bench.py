@@ -44,8 +44,10 @@ def test_bench_a_pytorch_et(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     again = tmp_path / "again"
     kineto = str(out / doc["ranks"][0]["kineto"])
     assert main(["bench", str(et), kineto, "-o", str(again), "--warmup", "0", "--et",
-                 "--memory"]) == 0  # fmt: skip
+                 "--memory", "--threads", "2"]) == 0  # fmt: skip
     doc2 = json.loads((again / "bench.json").read_text())
+    assert doc["ranks"][0]["threads_from"] == "not recorded: torch default"
+    assert (doc2["ranks"][0]["threads"], doc2["ranks"][0]["threads_from"]) == (2, "option")
     assert not doc2["source"]["memory"] and doc2["memory"]
     assert _memory_events(again / doc2["ranks"][0]["kineto"]) > 0
     assert _memory_events(out / doc["ranks"][0]["kineto"]) == 0
@@ -67,6 +69,29 @@ def test_bench_a_pytorch_et(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     doc3 = json.loads((third / "bench.json").read_text())
     assert doc3["source"]["memory"] and doc3["memory"]
     assert _memory_events(third / doc3["ranks"][0]["kineto"]) > 0
+
+
+def test_a_collected_run_executes_with_the_threads_it_recorded(tmp_path: Path) -> None:
+    import torch
+
+    from lumos.collect import CollectConfig, collector
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = CollectConfig(run_dir=tmp_path / "run", steps=1, warmup=1, wait=0,
+                            execution_trace=True)  # fmt: skip
+        with collector(cfg) as col:
+            model = torch.nn.Linear(8, 8)
+            for _ in range(cfg.total_steps + 1):
+                model(torch.ones(2, 8)).sum().backward()
+                col.step()
+    finally:
+        torch.set_num_threads(before)
+    out = tmp_path / "out"
+    assert main(["bench", str(tmp_path / "run"), "-o", str(out), "--warmup", "0"]) == 0
+    rank = json.loads((out / "bench.json").read_text())["ranks"][0]
+    assert (rank["threads"], rank["threads_from"]) == (1, "recorded")
 
 
 def _memory_events(kineto: Path) -> int:

@@ -55,6 +55,20 @@ def test_one_rank_kineto_and_et_of_the_same_steps(tmp_path):
     assert et_steps == steps
 
 
+def test_each_rank_records_the_intra_op_threads_it_ran_with(tmp_path):
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        cfg = CollectConfig(run_dir=tmp_path, steps=1, warmup=1, wait=0)
+        with collector(cfg) as col:
+            _loop(col, 1)
+    finally:
+        torch.set_num_threads(before)
+    assert json.loads((tmp_path / "rank0.meta.json").read_text())["intra_op_threads"] == 3
+    assert json.loads((tmp_path / "run.json").read_text())["ranks"][0]["intra_op_threads"] == 3
+    assert read_manifest(tmp_path).ranks[0].intra_op_threads == 3
+
+
 def test_job_shorter_than_the_window_records_what_it_ran(tmp_path):
     cfg = CollectConfig(run_dir=tmp_path, steps=3, warmup=1, wait=0, execution_trace=True)
     with collector(cfg) as col:

@@ -11,7 +11,7 @@ from lumos.collect.manifest import build_manifest, et_name, write_rank_record
 from lumos.errors import InputError, NoTracesError
 
 
-def _fake_rank(run_dir, rank, world_size=2, et=True):
+def _fake_rank(run_dir, rank, world_size=2, et=True, threads=None):
     (run_dir / kineto_name(rank)).write_bytes(b"{}")
     if et:
         (run_dir / et_name(rank)).write_text("{}")
@@ -22,7 +22,7 @@ def _fake_rank(run_dir, rank, world_size=2, et=True):
             "device": "cpu", "torch_version": "2.13.0", "host": "h", "pid": 100 + rank,
             "parallel": {"dp": world_size}, "schedule": {"wait": 1, "warmup": 1, "active": 2},
             "kineto": kineto_name(rank), "et": et_name(rank) if et else None,
-            "argv": ["train.py"],
+            "argv": ["train.py"], **({"intra_op_threads": threads} if threads else {}),
         },
     )  # fmt: skip
 
@@ -43,6 +43,18 @@ def test_merge_two_ranks(tmp_path):
     assert [r.kineto for r in m.ranks] == [tmp_path / kineto_name(0), tmp_path / kineto_name(1)]
     assert m.ranks[1].et == tmp_path / et_name(1)
     assert read_manifest(path).ranks == m.ranks
+
+
+def test_intra_op_threads_are_carried_per_rank_and_checked(tmp_path):
+    _fake_rank(tmp_path, 0, threads=1)
+    _fake_rank(tmp_path, 1)  # recorded before lumos recorded threads
+    m = read_manifest(write_manifest(tmp_path))
+    assert [r.intra_op_threads for r in m.ranks] == [1, None]
+    data = json.loads((tmp_path / "run.json").read_text())
+    data["ranks"][0]["intra_op_threads"] = 0
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match="rank 0's intra_op_threads must be a positive integer"):
+        read_manifest(tmp_path)
 
 
 def test_manifest_is_deterministic(tmp_path):

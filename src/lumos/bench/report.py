@@ -12,7 +12,10 @@ key                      meaning
                          (executed + emulated + skipped = total)
 ``steps[]``              per step: ``name``, ``source_ns`` (null without source timing),
                          ``executed_ns``, ``change``; several ranks: the slowest rank's each
-``ranks[]``              per rank: its files under ``rank<r>/``, its steps, its counts
+``ranks[]``              per rank: its files under ``rank<r>/``, its steps, its counts, the
+                         torch intra-op ``threads`` it ran with and ``threads_from`` (``option``,
+                         ``recorded``, ``not recorded: ...``; see
+                         :func:`lumos.bench.run.rank_threads`)
 ``comms_total``...       the same counts for collectives and transfers
 ``skipped[]``            each skipped op by ``reason`` and ``op`` with ``count`` (and the
                          first error message, ``example``, for ops that raised)
@@ -111,6 +114,7 @@ def _rank_entry(r: Any, executed: Mapping[str, Mapping[str, Any]]) -> dict[str, 
         "replaced_outputs": r.replaced_outputs,
         "steps": compare_steps(src, ex)["steps"],
         "warmup_wall_ns": r.wall_ns[:-1],
+        "threads": r.threads, "threads_from": r.threads_from,
         "notes": r.notes,
     }  # fmt: skip
 

@@ -32,7 +32,7 @@ from lumos.bench.worker import RankJob, RankResult
 from lumos.collect._torch import import_torch
 from lumos.errors import ConfigError
 
-__all__ = ["BenchOptions", "default_device", "run_bench", "source_timing"]
+__all__ = ["BenchOptions", "default_device", "rank_threads", "run_bench", "source_timing"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +40,7 @@ class BenchOptions:
     """How to run: ``device`` (None: CUDA when available, else CPU), unprofiled ``warmup``
     passes before the measured one, ``et`` (None: as the source's timing was recorded),
     ``memory`` (record allocations and frees; None: as the source's timing was recorded),
-    ``threads`` (torch intra-op threads per rank; None: torch's default), ``comms_only``,
+    ``threads`` (torch intra-op threads per rank; None: see :func:`rank_threads`), ``comms_only``,
     ``emulate`` (hold a Chakra op with no recorded work for its recorded time; else skip it)."""
 
     device: str | None = None
@@ -102,16 +102,39 @@ def _replayed(src: BenchSource) -> dict[int, dict[str, dict[str, Any]]]:
             for gi, r in enumerate(src.ranks)}  # fmt: skip
 
 
+def rank_threads(option: int | None, recorded: int | None, world: int) -> tuple[int | None, str]:
+    """The torch intra-op threads a rank runs with, and where the number comes from:
+    ``option`` (``--threads``) when given; else what the source's rank ``recorded``; else, for
+    a run of several ranks on this machine, 1 (``not recorded: one per rank``, as ``torchrun``
+    starts several ranks per node: each rank with every core would oversubscribe them and time
+    its ops unlike the source); else torch's default (None: ``OMP_NUM_THREADS`` or the cores).
+
+    >>> rank_threads(4, 1, 2), rank_threads(None, 1, 2), rank_threads(None, None, 2)
+    ((4, 'option'), (1, 'recorded'), (1, 'not recorded: one per rank'))
+    >>> rank_threads(None, None, 1)
+    (None, 'not recorded: torch default')
+    """
+    if option is not None:
+        return option, "option"
+    if recorded is not None:
+        return recorded, "recorded"
+    if world > 1:
+        return 1, "not recorded: one per rank"
+    return None, "not recorded: torch default"
+
+
 def _jobs(src: BenchSource, tmp: Path, device: str, opts: BenchOptions, et: bool, memory: bool,
           timing: dict[int, dict[str, dict[str, Any]]]) -> list[RankJob]:  # fmt: skip
     from lumos.collect.launch import free_port
 
     port = free_port()
     ranks = src.rank_ids
+    threads = [rank_threads(opts.threads, r.threads, len(ranks)) for r in src.ranks]
     return [RankJob(
         rank=r.rank, index=i, run_ranks=ranks, kind=src.kind, source=r.path, member=r.member,
         out_dir=str(tmp / f"rank{r.rank}"), device=device, port=port, warmup=opts.warmup,
-        et=et, memory=memory, threads=opts.threads, comms_only=opts.comms_only, emulate=opts.emulate,
+        et=et, memory=memory, threads=threads[i][0], threads_from=threads[i][1],
+        comms_only=opts.comms_only, emulate=opts.emulate,
         source_ns={n: s["dur_ns"] for n, s in timing.get(r.rank, {}).items()},
     ) for i, r in enumerate(src.ranks)]  # fmt: skip
 

@@ -34,13 +34,15 @@ __all__ = ["BenchSource", "RankSource", "resolve_source"]
 
 @dataclass(frozen=True)
 class RankSource:
-    """One rank: the trace to run (``path`` and, inside a tar archive, ``member``) and the
-    Kineto trace that timed it, if any."""
+    """One rank: the trace to run (``path`` and, inside a tar archive, ``member``), the
+    Kineto trace that timed it, if any, and the torch intra-op threads it ran with, when its
+    recorder said (``lumos collect`` does)."""
 
     rank: int
     path: str
     member: str | None = None
     kineto: TraceRef | None = None
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def _run_dir(p: Path) -> BenchSource:
     for r in run.ranks:
         assert r.et is not None
         kin = expand_paths([r.kineto])[0]
-        ranks.append(RankSource(r.rank, str(r.et), None, kin))
+        ranks.append(RankSource(r.rank, str(r.et), None, kin, r.intra_op_threads))
     return BenchSource("pytorch_et", tuple(ranks), "recorded",
                        bool(run.data.get("execution_trace")), (str(p),),
                        bool(run.data.get("memory")))  # fmt: skip

@@ -56,6 +56,7 @@ class RankJob:
     et: bool = False
     memory: bool = False
     threads: int | None = None
+    threads_from: str = "option"
     comms_only: bool = False
     emulate: bool = True
     source_ns: dict[str, int] = field(default_factory=dict)
@@ -84,6 +85,9 @@ class RankResult:
     et: str | None
     notes: list[str]
     comm_samples: list[dict[str, Any]] = field(default_factory=list)
+    #: torch intra-op threads the rank ran with, and where the number came from
+    threads: int = 0
+    threads_from: str = ""
 
 
 def read_plan(job: RankJob) -> RankPlan:
@@ -189,8 +193,11 @@ def run_rank(job: RankJob, progress: Any = None) -> RankResult:
         if job.comms_only:
             from lumos.bench.commbench import run_comms
 
-            return run_comms(job, plan, torch, comm, out, progress)
-        return _run_plan(job, plan, torch, dist, comm, out, progress)
+            result = run_comms(job, plan, torch, comm, out, progress)
+        else:
+            result = _run_plan(job, plan, torch, dist, comm, out, progress)
+        result.threads, result.threads_from = int(torch.get_num_threads()), job.threads_from
+        return result
     finally:
         with contextlib.suppress(Exception):
             dist.destroy_process_group()

@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="record allocations and frees in the executed traces (default: when "
                    "the source's timing recorded them, lumos collect's default)")  # fmt: skip
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
-                   help="torch intra-op threads per rank (default: torch's, OMP_NUM_THREADS)")  # fmt: skip
+                   help="torch intra-op threads per rank (default: as the source recorded; "
+                        "not recorded: 1 per rank with several ranks, else torch's)")  # fmt: skip
     p.add_argument("--comms-only", action="store_true",
                    help="re-issue only the collectives and transfers (sizes, groups, order), "
                    "each timed on its own: bandwidth per kind and size in bench.json, which "

@@ -18,9 +18,12 @@ the command line and exit status. Every file is written atomically.
      "world_size": 2, "backend": "gloo", "device": "cpu", "parallel": {"dp": 2},
      "schedule": {"wait": 1, "warmup": 1, "active": 2}, "execution_trace": true, "memory": true,
      "command": ["torchrun", ...], "exit_code": 0, "complete": true,
-     "ranks": [{"rank": 0, "host": "h", "pid": 1, "device": "cpu", "kineto": "rank0.kineto.json.gz",
-                "et": "rank0.et.json", "argv": [...]}, ...]}
+     "ranks": [{"rank": 0, "host": "h", "pid": 1, "device": "cpu", "intra_op_threads": 1,
+                "kineto": "rank0.kineto.json.gz", "et": "rank0.et.json", "argv": [...]}, ...]}
 
+``intra_op_threads`` is the rank's ``torch.get_num_threads()`` as it recorded (``torchrun``
+sets ``OMP_NUM_THREADS=1`` for several ranks per node): what a run's CPU ops took depends on it,
+so ``lumos bench`` runs with the same (null in runs collected before it was recorded).
 Paths inside the manifest are relative to the run directory, so a run directory can be moved.
 """
 
@@ -79,6 +82,7 @@ class RankFiles:
     kineto: Path
     et: Path | None
     device: str
+    intra_op_threads: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +154,7 @@ def build_manifest(
                 "host": rec.get("host"),
                 "pid": rec.get("pid"),
                 "device": rec.get("device"),
+                "intra_op_threads": rec.get("intra_op_threads"),
                 "kineto": rec.get("kineto"),
                 "et": rec.get("et"),
                 "argv": rec.get("argv"),
@@ -215,7 +220,12 @@ def read_manifest(run_dir: str | os.PathLike[str]) -> RunManifest:
         et = root / str(entry["et"]) if entry.get("et") else None
         if et is not None and not et.is_file():
             raise InputError(path, f"rank {rank}'s execution trace {et.name} is missing")
-        ranks.append(RankFiles(rank=rank, kineto=kineto, et=et, device=str(entry.get("device"))))
+        threads = entry.get("intra_op_threads")
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise InputError(path, f"rank {rank}'s intra_op_threads must be a positive integer, "
+                             f"got {threads!r}")  # fmt: skip
+        ranks.append(RankFiles(rank=rank, kineto=kineto, et=et, device=str(entry.get("device")),
+                               intra_op_threads=threads))  # fmt: skip
     if not ranks:
         raise NoTracesError(path, "manifest lists no ranks")
     return RunManifest(

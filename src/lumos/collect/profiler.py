@@ -222,6 +222,7 @@ def _process_facts(torch: Any) -> dict[str, Any]:
         "device": device,
         "cuda_sync_events": device_type == "cuda",
         "torch_version": str(torch.__version__),
+        "intra_op_threads": int(torch.get_num_threads()),
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
