@@ -27,7 +27,7 @@ def test_report_has_every_section(replay):
     html = render_report(replay)
     assert html.startswith("<!DOCTYPE html>")
     assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart"') == 4
-    for heading in ("Per-step time", "Breakdown", "SM utilization", "Critical path",
+    for heading in ("Per-step time", "Breakdown", "SM utilization (GPU streams busy)", "Critical path",
                     "Top kernels", "Top ops", "What-if estimates", "Traces", "Run"):  # fmt: skip
         assert f"<h2>{heading}</h2>" in html
     assert 'href="replay.perfetto.json"' in html and "ncclDevKernel_AllReduce" in html
@@ -57,7 +57,7 @@ def test_cpu_only_run_has_no_sm_curve(replay):
     )
     names = [f.name for f in build_figures(validate_replay(data))]
     assert names == ["step_time", "breakdown", "critical_path"]
-    assert "<h2>SM utilization</h2>" not in render_report(data)
+    assert "SM utilization" not in render_report(data)
 
 
 def test_gzip_input_and_critical_path_share_form(tmp_path, replay):

@@ -346,7 +346,7 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
         parts.append(f"{sec}<h2>{escape(prefix)}Breakdown</h2>" + figs["breakdown"]
                      + _table(rows) + total + _comm_note(bd) + "</section>")  # fmt: skip
     if "sm_util" in figs:
-        parts.append(f"{sec}<h2>{escape(prefix)}SM utilization</h2>{figs['sm_util']}</section>")
+        parts.append(f"{sec}<h2>{escape(prefix)}SM utilization (GPU streams busy)</h2>{figs['sm_util']}</section>")
     if "memory" in figs:
         mem = data.get("memory") or {}
         note = (f'<p class="sub">Allocated bytes on {escape(str(mem.get("device")))}, the largest '
