@@ -117,19 +117,24 @@ def test_shrinking_a_kernel_hidden_under_communication_does_not_shorten_the_step
 
 
 def test_removing_inter_stream_edges_lets_consumers_start_early(nccl_graph):
+    """In the replay of the NCCL A100 trace three all-reduce kernels are held by an
+    inter-stream edge from the element-wise kernel the compute stream ran before them;
+    without those edges each starts exactly as much earlier as the edge held it, and the step,
+    which the host bounds, stays 684,372,939 ns."""
     g = nccl_graph
     r = simulate(g)
     x = g.edges.kind == int(DepKind.INTER_STREAM)
-    binding = [
+    binding = sorted({
         int(d)
         for s_, d, dl in zip(g.edges.src[x], g.edges.dst[x], g.edges.delay_ns[x], strict=True)
         if r.starts()[d] == r.ends()[s_] + dl
-    ]
-    assert binding
+    })  # fmt: skip
+    assert {g.task_name(d) for d in binding} == {
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+    }
     r2 = simulate(g.drop_edges([DepKind.INTER_STREAM]))
-    moved = [d for d in binding if r2.starts()[d] < r.starts()[d]]
-    assert len(moved) >= len(binding) // 2
-    assert r2.makespan_ns <= r.makespan_ns
+    assert [int(r.starts()[d] - r2.starts()[d]) for d in binding] == [587_834, 444_312, 602_243]
+    assert r.makespan_ns == r2.makespan_ns == 684_372_939
 
 
 @pytest.mark.parametrize("name", ALL_REPLAY_TRACES)

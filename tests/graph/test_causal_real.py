@@ -162,6 +162,14 @@ def test_ddp_finalize_waits_for_each_bucket_the_thread_issued():
         scale_by_name(g, [(r"^gloo:all_reduce$", 2.0)])[0] for g in workload.graphs
     )
     res = simulate(slow, TracedCost())
-    for gi, (src, dst, delay) in enumerate(waits):
-        assert (res.starts(gi)[dst] >= res.ends(gi)[src] + delay).all()
-    assert res.makespan_ns > base.makespan_ns * 1.05
+    # in the replay each copy starts exactly when its wait releases it; with the transfers
+    # doubled, 11 of the 14 still do, three start later (held by the thread's earlier work)
+    slack = [((r.starts(gi)[dst] - (r.ends(gi)[src] + delay)).tolist(),)
+             for r in (base, res) for gi, (src, dst, delay) in enumerate(waits)]  # fmt: skip
+    assert slack == [
+        ([0] * 11,),
+        ([0] * 3,),
+        ([0] * 5 + [6_023_224] + [0] * 4 + [8_508_539],),
+        ([0, 0, 1_174_682],),
+    ]
+    assert (base.makespan_ns, res.makespan_ns) == (652_497_116, 709_123_119)
