@@ -66,3 +66,75 @@ def test_gloo_collectives_are_calibrated_as_nccl_ones():
     rows = calibrate_from_graph(w)
     assert [(r.kind, r.group_size) for r in rows] == [("all_reduce", 2)]
     assert rows[0].samples == 12
+
+
+def test_fit_by_hand():
+    """Three points worked by hand: slope 26,000 / 2e6 = 0.013 ns per byte, intercept
+    22 - 13 = 9 ns, residuals (1, -2, 1): r2 = 1 - 6/344, rel_rms = sqrt(6/3) / 22."""
+    fit = fit_alpha_beta([0, 1000, 2000], [10, 20, 36])
+    assert fit.latency_ns == pytest.approx(9.0, abs=1e-9)
+    assert fit.bw_bytes_per_s == pytest.approx(1e9 / 0.013, rel=1e-12)
+    assert fit.r2 == pytest.approx(1 - 6 / 344, rel=1e-12)
+    assert fit.rel_rms == pytest.approx(np.sqrt(2.0) / 22, rel=1e-12)
+    assert fit.n == 3
+    assert fit.predict_ns(1000) == pytest.approx(22.0, rel=1e-12)
+    assert fit.predict_ns(0) == pytest.approx(9.0, abs=1e-9)
+
+
+def test_fit_edge_cases():
+    # a line through the points: r2 exactly 1, no residual
+    exact = fit_alpha_beta([100, 300], [1100.0, 1300.0])
+    assert exact.r2 == pytest.approx(1.0, abs=1e-12) and exact.rel_rms == pytest.approx(
+        0, abs=1e-12
+    )
+    assert exact.latency_ns == pytest.approx(1000.0) and exact.bw_bytes_per_s == pytest.approx(1e9)
+    # time falling with size: no finite bandwidth, a negative latency is kept as fitted
+    falling = fit_alpha_beta([0, 10], [50.0, 40.0])
+    assert falling.bw_bytes_per_s == float("inf") and falling.latency_ns == pytest.approx(50.0)
+    rising = fit_alpha_beta([10, 20], [0.0, 100.0])
+    assert rising.latency_ns == pytest.approx(-100.0)
+    # every time the same: a flat line fits exactly; all zero: rel_rms 0 (no division by 0)
+    flat = fit_alpha_beta([1, 2, 3], [7.0, 7.0, 7.0])
+    assert (flat.r2, flat.bw_bytes_per_s) == (1.0, float("inf"))
+    assert fit_alpha_beta([1, 2], [0.0, 0.0]).rel_rms == 0.0
+    with pytest.raises(ConfigError, match="same length"):
+        fit_alpha_beta([1, 2, 3], [1.0, 2.0])
+    with pytest.raises(ConfigError, match="same length"):
+        fit_alpha_beta([[1, 2]], [[1.0, 2.0]])
+
+
+def test_rows_as_dicts_and_group_sizes():
+    from lumos.cost.calibrate import CalibrationRow, calibrate_samples, group_size_of
+
+    rows = calibrate_samples([("all_reduce", 2, 0, 10), ("all_reduce", 2, 1000, 20),
+                              ("all_reduce", 2, 2000, 36), ("broadcast", 4, 64, 5),
+                              ("all_gather", 2, 8, 3)])  # fmt: skip
+    assert [(r.kind, r.group_size, r.samples, r.distinct_sizes) for r in rows] == [
+        ("all_gather", 2, 1, 1), ("all_reduce", 2, 3, 3), ("broadcast", 4, 1, 1)]  # fmt: skip
+    d = rows[1].to_dict()
+    assert d == {"kind": "all_reduce", "group_size": 2, "samples": 3, "distinct_sizes": 3,
+                 "latency_ns": pytest.approx(9.0), "bw_bytes_per_s": pytest.approx(1e9 / 0.013),
+                 "r2": pytest.approx(1 - 6 / 344), "rel_rms": pytest.approx(np.sqrt(2) / 22),
+                 "note": ""}  # fmt: skip
+    assert CalibrationRow("send", 2, 1, 1, None, "why").to_dict() == {
+        "kind": "send", "group_size": 2, "samples": 1, "distinct_sizes": 1, "latency_ns": None,
+        "bw_bytes_per_s": None, "r2": None, "rel_rms": None, "note": "why"}  # fmt: skip
+    assert rows[0].note == "one size only: latency and bandwidth not separable"
+
+    b = GraphBuilder(rank=0, world_size=8)
+    four = b.process_group("0", (0, 1, 2, 3))
+    empty = b.process_group("1", ())
+    g = b.build()
+    assert [group_size_of(g, p) for p in (four, empty, -1, 2)] == [4, 8, 8, 8]
+
+
+def test_samples_are_transfer_time_never_negative():
+    from lumos.cost.calibrate import graph_samples
+
+    b = GraphBuilder(rank=0, world_size=2)
+    st = b.stream(20)
+    pg = b.process_group("0", (0, 1))
+    for size, dur, wait in ((4096, 9000, 5000), (8192, 3000, 5000), (0, 900, 0)):
+        b.task(st, "ncclAllReduce", dur, TaskKind.COMM,
+               comm=b.comm(CommType.ALL_REDUCE, size, pg, wait_ns=wait))  # fmt: skip
+    assert graph_samples(b.build()) == [("all_reduce", 2, 4096, 4000), ("all_reduce", 2, 8192, 0)]
