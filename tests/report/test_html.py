@@ -359,3 +359,14 @@ def test_the_breakdown_says_it_is_a_total_and_why_comm_differs(replay):
     same = {"measured": bd["measured"], "predicted": bd["measured"]}
     section = render_report({**replay, "breakdown": same}).split("Breakdown</h2>")[1]
     assert "holds its wait" not in section.split("</section>")[0]
+
+
+def test_numbers_given_as_text_with_their_unit_are_numbers():
+    """``lumos advise``'s gains ("+49.0 %") are text: shown right-aligned like numbers and kept
+    on one line (the page's style: no wrap inside a number cell)."""
+    data = {"steps": [{"name": "s", "measured_ns": 10, "predicted_ns": 11}],
+            "top_ops": [{"op": "aten::mm", "gain": "+49.0 %"}, {"op": "x", "gain": "12 ms"}]}  # fmt: skip
+    html = render_report(data)
+    assert '<td class="num">+49.0 %</td>' in html and '<td class="num">12 ms</td>' in html
+    assert "<th class=num>gain</th>" in html and "<td>aten::mm</td>" in html
+    assert "td.num,th.num,.card .v{white-space:nowrap}" in html

@@ -170,6 +170,14 @@ def short_name(name: str, limit: int = 72) -> str:
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
+#: Text that is a number with its unit ("+49.0 %", "12 ms"): shown as a number, on one line.
+_NUMBER_TEXT = re.compile(r"[+\-\u2212]?[0-9][0-9,.]*(?:e[+-]?[0-9]+)?\s?(?:%|[A-Za-z]{1,3}|x)?")
+
+
+def _numeric(v: Any) -> bool:
+    return _num(v) or (isinstance(v, str) and _NUMBER_TEXT.fullmatch(v) is not None)
+
+
 def _header(key: str) -> str:
     return escape(column_label(key))
 
@@ -180,14 +188,14 @@ def _table(rows: list[dict[str, Any]], cls: str = "", rank_link: str | None = No
     cols: list[str] = []
     for r in rows:
         cols.extend(k for k in r if k not in cols)
-    numeric = {c for c in cols if all(_num(r[c]) for r in rows if r.get(c, "") != "")}
+    numeric = {c for c in cols if all(_numeric(r[c]) for r in rows if r.get(c, "") != "")}
     head = "".join(f"<th{' class=num' if c in numeric else ''}>{_header(c)}</th>" for c in cols)
     body = []
     for r in rows:
         tds = []
         for c in cols:
             v = r.get(c, "")
-            num = ' class="num"' if _num(v) else ""
+            num = ' class="num"' if _numeric(v) else ""
             text = _cell(c, v)
             if c == rank_link and v != "":
                 text = f'<a href="#rank={escape(str(v))}">{text}</a>'
@@ -288,8 +296,9 @@ def _links(items: list[tuple[str, str]]) -> str:
     )  # fmt: skip
     return (
         f"<ul>{lis}</ul><p class=note>Open a file in "
-        '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> ("Open trace file") to see the '
-        "original and the simulated run side by side.</p>"
+        '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> ("Open trace file"): the '
+        "replay's file holds, per rank, the recording (measured) just above the replay "
+        "(predicted), its critical path marked on a track of its own.</p>"
     )
 
 
@@ -314,7 +323,7 @@ nav.ranks{position:sticky;top:0;z-index:1;background:#f6f7f9;padding:8px 0;font-
 # where the plotting area of each visible chart is on the page, the page height, how many
 # tables are wider than their card, how many scroll sideways in their box, and how many words
 # of a visible table cell (or numbers with their unit) break across lines.
-_JS = """
+_JS = r"""
 window.addEventListener('error',function(e){document.body.dataset.jsErrors=(document.body.dataset.jsErrors||'')+e.message+';'});
 function lumosPick(r){var sel=document.getElementById('rank-select');if(!sel)return;
 if(!Array.from(sel.options).some(function(o){return o.value===r}))r=sel.dataset.default;
@@ -341,7 +350,7 @@ var broken=0;document.querySelectorAll('section th, section td').forEach(functio
 var w=document.createTreeWalker(c,NodeFilter.SHOW_TEXT),t,all={};while((t=w.nextNode())){var re=/[A-Za-z0-9]+/g,m;while((m=re.exec(t.data))){
 var r=document.createRange(),ys={};r.setStart(t,m.index);r.setEnd(t,m.index+m[0].length);
 Array.from(r.getClientRects()).forEach(function(q){if(q.width>0){ys[Math.round(q.top)]=1;all[Math.round(q.top)]=1}});
-if(Object.keys(ys).length>1)broken++}}if(c.classList.contains('num')&&Object.keys(all).length>1)broken++});
+if(Object.keys(ys).length>1)broken++}}if((c.classList.contains('num')||/^[+-]?[0-9][0-9,.]*\s?\S{0,3}$/.test(c.textContent.trim()))&&Object.keys(all).length>1)broken++});
 document.body.dataset.broken=String(broken);});
 """
 

@@ -38,6 +38,8 @@ from lumos.sim.result import SimResult
 
 __all__ = ["PathTasks", "measured_rows", "path_rows", "path_tasks"]
 
+_BLOCK = 1 << 16  # tasks formatted at a time
+
 
 @dataclass(frozen=True, eq=False)
 class PathTasks:
@@ -87,15 +89,18 @@ def measured_rows(
         g, rec = result.graphs[tr.gi], recorded[tr.gi]
         yield b"".join(b"," + encode(ev).encode() for ev in tr.measured_meta)
         t = rec.tasks
-        _, perm = g.processor_order()
+        _, all_perm = g.processor_order()
         consts = [b',{"args":{"rank":%d,"task_idx":' % tr.rank, b'},"cat":', b',"dur":',
                   b',"name":', b',"ph":"X","pid":%d,"tid":' % tr.measured_pid, b',"ts":', b"}"]  # fmt: skip
-        fields: list[tuple[int, np.ndarray]] = [
-            (INT, perm), (STRING, t.kind[perm]), (US, t.dur_ns[perm]),
-            (STRING, t.name_idx[perm].astype(np.int64) + len(kinds)),
-            (INT, tr.tid[t.processor_idx[perm]]), (US, t.ts_ns[perm] + tr.measured_shift),
-        ]  # fmt: skip
-        yield format_rows(consts, fields, _names(rec, kinds))
+        strings = _names(rec, kinds)
+        for lo in range(0, all_perm.shape[0], _BLOCK):  # a block at a time: bounded memory
+            perm = all_perm[lo : lo + _BLOCK]
+            fields: list[tuple[int, np.ndarray]] = [
+                (INT, perm), (STRING, t.kind[perm]), (US, t.dur_ns[perm]),
+                (STRING, t.name_idx[perm].astype(np.int64) + len(kinds)),
+                (INT, tr.tid[t.processor_idx[perm]]), (US, t.ts_ns[perm] + tr.measured_shift),
+            ]  # fmt: skip
+            yield format_rows(consts, fields, strings)
         a = rec.annotations
         sel = np.flatnonzero((a.first_task_idx >= 0) & (a.kind != int(AnnotationKind.GPU_STEP)))
         if sel.size:
