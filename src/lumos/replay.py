@@ -276,7 +276,7 @@ def write_replay(
         with atomic_write(tmp / names["replay"]) as f:
             # one string, one write (json.dump writes each of its many pieces)
             f.write(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")
-        write_chrome_trace(tmp / names["perfetto"], rep.workload, rep.result)
+        write_chrome_trace(tmp / names["perfetto"], rep.workload, rep.result, recorded=rep.recorded)
         with atomic_write(tmp / names["sm_util"]) as f:
             f.write("rank,bin,start_ns,measured,predicted\n")
             for s in rep.summaries:

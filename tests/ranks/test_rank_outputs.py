@@ -14,7 +14,9 @@ from lumos.replay import Replay, build_workload, replay
 from lumos.replay_ranks import rank_summaries
 from lumos.report.metrics import critical_path, critical_path_by_op, replay_summary
 from lumos.report.ops import task_ops
-from lumos.report.perfetto import _tracks, to_chrome_trace, write_chrome_trace
+from lumos.report.perfetto import to_chrome_trace, write_chrome_trace
+from lumos.report.perfetto_layout import rank_tracks
+from lumos.report.perfetto_measured import path_tasks
 from lumos.report.perfetto_ranks import chunk_key, rank_chunks
 
 
@@ -38,20 +40,30 @@ def test_streamed_perfetto_is_the_slow_path_byte_for_byte(rep: Replay, tmp_path)
     slow = json.dumps(
         to_chrome_trace(rep.workload, rep.result), separators=(",", ":"), sort_keys=True
     )
-    assert (tmp_path / "t.json").read_text() == slow
+    fast = (tmp_path / "t.json").read_text()
+    # the replay's groups byte for byte; the recording (formatted from columns in both, epoch
+    # times as their exact decimal, which json.dumps writes as repr) parses to the same events
+    cut = slow.index('{"args":{"name":"rank 0 measured (recorded)"}')
+    assert fast[:cut] == slow[:cut]
+    assert json.loads(fast) == json.loads(slow)
 
 
 def test_templates_are_shared_by_copies_only(rep: Replay) -> None:
-    tracks = list(_tracks(rep.result, True))
-    keys = {chunk_key(rep.result, gi, shift) for gi, (_, shift, _, _) in tracks}
+    tracks = rank_tracks(rep.result)
+    keys = {chunk_key(rep.result, tr.gi, tr.shift) for tr in tracks}
     # content decides: copies re-timed alike (scaled) share templates though not their graphs
     assert len(keys) == (16 if _KIND[id(rep)] == "distinct" else 8)
     # in this process or in workers, the same chunks
-    shifts = [shift for _, (_, shift, _, _) in tracks]
-    pids = [list(tp.values()) for _, (_, _, _, tp) in tracks]
-    one = list(rank_chunks(rep.result, shifts, pids, workers=1))
-    assert one == list(rank_chunks(rep.result, shifts, pids, workers=2))
+    on_path = path_tasks(rep.result).local
+    one = list(rank_chunks(rep.result, tracks, on_path, workers=1))
+    assert one == list(rank_chunks(rep.result, tracks, on_path, workers=2))
     assert one[3] != one[11]  # other rank, other pids
+    # each rank's events of its own tasks on the critical path, and only those, are marked
+    for tr, (tasks, _) in zip(tracks, one, strict=True):
+        marked = [e["args"]["task_idx"] for e in json.loads(f"[{tasks}]")
+                  if e["args"].get("critical_path")]  # fmt: skip
+        assert sorted(marked) == sorted(on_path[tr.gi].tolist())
+    assert sum(len(x) for x in on_path) > 0
 
 
 def test_shared_summaries_are_each_ranks_own(rep: Replay) -> None:

@@ -197,15 +197,41 @@ def test_rank_selector_shows_one_rank_and_its_charts_have_marks(tmp_path):
     assert body["rank"] == "2"  # an unknown rank falls back to the slowest
 
 
-def test_long_kernel_names_stay_inside_their_card(tmp_path):
-    """Kernel names are long words (``void cutlass::Kernel<cutlass_80_tensorop_...>``): at 600
-    px the critical-path tables overflowed the card; they wrap now, numbers stay whole."""
+def _long_names() -> dict:
+    """The 3-rank fixture with long kernel names in every rank's tables, and a rank's top
+    kernels and ops (what ``lumos replay --analysis`` adds)."""
     name = "void cutlass::Kernel<" + "cutlass_80_tensorop_s1688fprop_optimized_tf32" * 3 + ">"
     row = {"delay_ns": 1000, "kernel": name, "share": 0.25, "task_ns": 2_000_000, "tasks": 7}
-    data = dict(read_replay(FIXTURE), critical_path_kernels=[row] * 3)
-    html = write_report(data, tmp_path / "report.html")
-    body, _, _ = _shoot(html, 600, "long_names", tmp_path, screenshot=False)
-    assert body["wide"] == "0"
+    top = {"kernel": name, "class": "comm", "count": 5, "total_ns": 9_506_000, "share": 0.754,
+           "exposed_ns": 9_389_000, "exposed_share": 0.988, "gain": "+49.0 %"}  # fmt: skip
+    data = _multi_rank()
+    for r in data["ranks"]:
+        r["critical_path_kernels"] = [row] * 3
+        r["top_kernels"] = [top] * 3
+    return data
+
+
+@pytest.mark.parametrize("width", [1400, 600])
+def test_long_names_wrap_between_parts_and_numbers_stay_whole(tmp_path, width):
+    """Kernel names are long (``void cutlass::Kernel<cutlass_80_tensorop_...>``): at 600 px the
+    critical-path tables overflowed the card, then wrapped anywhere ("com m", "58.4 %" on two
+    lines). Now no table is wider than its card (a wide one scrolls in its box), no word of
+    a visible cell breaks across lines and no number leaves its unit, at 1,400 and 600 px."""
+    html = write_report(_long_names(), tmp_path / "report.html")
+    body, _, _ = _shoot(html, width, f"long_names_{width}", tmp_path, screenshot=False)
+    assert (body["wide"], body["broken"]) == ("0", "0")
+    body, _, _ = _shoot(html, width, "long_names_all", tmp_path, "#rank=all", screenshot=False)
+    assert (body["wide"], body["broken"]) == ("0", "0")
+
+
+def test_the_check_fails_when_words_break(tmp_path, monkeypatch):
+    """The check itself: with cells allowed to break anywhere (the former style), the 600 px
+    page has broken words."""
+    monkeypatch.setattr(report_html, "_CSS", report_html._CSS + "td,th{overflow-wrap:anywhere;"
+                        "white-space:normal!important}.tw{overflow-x:visible}")  # fmt: skip
+    html = write_report(_long_names(), tmp_path / "report.html")
+    body, _, _ = _shoot(html, 600, "broken", tmp_path, screenshot=False)
+    assert int(body["broken"]) > 0
 
 
 def test_the_check_fails_when_a_chart_is_empty(tmp_path, monkeypatch):

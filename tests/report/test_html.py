@@ -28,9 +28,11 @@ def test_report_has_every_section(replay):
     assert html.startswith("<!DOCTYPE html>")
     assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart"') == 4
     for heading in ("Per-step time", "Breakdown", "SM utilization (GPU streams busy)", "Critical path",
-                    "Top kernels", "Top ops", "What-if estimates", "Traces", "Run"):  # fmt: skip
+                    "Top kernels (measured)", "Top ops (measured)", "What-if estimates", "Traces",
+                    "Run"):  # fmt: skip
         assert f"<h2>{heading}</h2>" in html
-    assert 'href="replay.perfetto.json"' in html and "ncclDevKernel_AllReduce" in html
+    assert 'href="replay.perfetto.json"' in html
+    assert "ncclDevKernel_AllReduce" in html.replace("<wbr>", "")  # long names may wrap at "_"
     # error is recomputed from the times: (40.65 - 41.2) / 41.2
     assert "-1.33 %" in html and "41.200" in html
 
@@ -286,17 +288,22 @@ def test_one_naming_style_for_what_users_read(replay, capsys):
 
 def test_report_shows_the_analysis_tables_a_replay_wrote(tmp_path):
     # `lumos replay --analysis` writes analysis/kernels.csv and ops.csv beside replay.json;
-    # the report shows their top rows (the recording, first rank) as tables
+    # the report shows each rank's top rows (the recording) in that rank's sections, titled
+    # with the rank, which the rank selector switches
     run = Path(__file__).parents[1] / "data" / "whatif_pairs" / "ddp_layers_x2"
     assert main(["replay", str(run), "--analysis", "-o", str(tmp_path)]) == 0
     assert main(["report", str(tmp_path)]) == 0
     html = (tmp_path / "report.html").read_text()
-    first = (tmp_path / "analysis" / "kernels.csv").read_text().splitlines()[1].split(",")
-    assert first[:2] == ["measured", "0"]
-    kernels = html.index("<h2>Top kernels</h2>")
-    ops = html.index("<h2>Top ops</h2>")
-    assert kernels < html.index(_escape(first[2]), kernels) < ops
-    assert html[kernels:ops].count("<tr>") == 1 + min(15, _rows(tmp_path, "kernels.csv"))
+    lines = (tmp_path / "analysis" / "kernels.csv").read_text().splitlines()[1:]
+    for rank in (0, 1):
+        first = next(x for x in lines if x.startswith(f"measured,{rank},")).split(",")
+        sections = re.findall(r'<section data-rank="(\d+)"><h2>rank (\d+): Top (kernels|ops) '
+                              r"\(measured\)</h2>(.*?)</section>", html)  # fmt: skip
+        mine = {what: body for sec, r, what, body in sections if sec == r == str(rank)}
+        assert set(mine) == {"kernels", "ops"}
+        assert _escape(first[2]).split(",")[0] in mine["kernels"].replace("<wbr>", "")
+        assert mine["kernels"].count("<tr>") == 1 + min(15, _rows(tmp_path, "kernels.csv", rank))
+    assert "<h2>Top kernels" not in html  # no table left without its rank
 
 
 def _escape(name: str) -> str:
@@ -305,9 +312,9 @@ def _escape(name: str) -> str:
     return escape(name)
 
 
-def _rows(out, name):
+def _rows(out, name, rank=0):
     lines = (out / "analysis" / name).read_text().splitlines()[1:]
-    return sum(1 for x in lines if x.startswith("measured,0,"))
+    return sum(1 for x in lines if x.startswith(f"measured,{rank},"))
 
 
 def test_a_cpu_only_run_speaks_of_the_cpu_not_of_gpu_time(replay):
@@ -333,7 +340,10 @@ def test_long_kernel_names_are_folded_with_the_full_name_on_hover():
             "top_kernels": [{"name": name, "total_ns": 5}]}  # fmt: skip
     html = render_report(data)
     assert '<span title="void at::native::vectorized_elementwise_kernel&lt;4,' in html
-    assert ">void at::native::vectorized_elementwise_kernel&lt;…&gt;(…)</span>" in html
+    shown = ">void at::<wbr>native::<wbr>vectorized_<wbr>elementwise_<wbr>kernel&lt;…&gt;(…)</span>"
+    assert shown in html  # may wrap between its parts, never inside a word
+    short = render_report({**data, "top_kernels": [{"name": "aten::mm", "total_ns": 5}]})
+    assert "<td>aten::mm</td>" in short  # a short name is left whole
 
 
 def test_the_breakdown_says_it_is_a_total_and_why_comm_differs(replay):
@@ -349,3 +359,14 @@ def test_the_breakdown_says_it_is_a_total_and_why_comm_differs(replay):
     same = {"measured": bd["measured"], "predicted": bd["measured"]}
     section = render_report({**replay, "breakdown": same}).split("Breakdown</h2>")[1]
     assert "holds its wait" not in section.split("</section>")[0]
+
+
+def test_numbers_given_as_text_with_their_unit_are_numbers():
+    """``lumos advise``'s gains ("+49.0 %") are text: shown right-aligned like numbers and kept
+    on one line (the page's style: no wrap inside a number cell)."""
+    data = {"steps": [{"name": "s", "measured_ns": 10, "predicted_ns": 11}],
+            "top_ops": [{"op": "aten::mm", "gain": "+49.0 %"}, {"op": "x", "gain": "12 ms"}]}  # fmt: skip
+    html = render_report(data)
+    assert '<td class="num">+49.0 %</td>' in html and '<td class="num">12 ms</td>' in html
+    assert "<th class=num>gain</th>" in html and "<td>aten::mm</td>" in html
+    assert "td.num,th.num,.card .v{white-space:nowrap}" in html

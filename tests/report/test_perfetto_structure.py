@@ -40,14 +40,18 @@ def _nesting_errors(events) -> int:
 def test_steps_ops_and_launches(name, steps, ops, launches):
     w, _ = build_workload([trace(name)], workers=1)
     rep = replay(w)
-    ev = to_chrome_trace(None, rep.result)["traceEvents"]
+    every = to_chrome_trace(None, rep.result)["traceEvents"]
+    ev = [e for e in every if e["pid"] % 1000 == 0]  # the replay's group; 1001: the recording
     count = Counter((e["ph"], e.get("cat")) for e in ev)
     assert (count["X", "step"], count["X", "op"]) == (steps, ops)
+    measured = Counter((e["ph"], e.get("cat")) for e in every if e["pid"] % 1000 == 1)
+    assert (measured["X", "step"], measured["X", "op"]) == (steps, ops)  # as recorded
     assert count["s", "launch"] == count["f", "launch"] == launches
     assert count["s", "critical_path"] == count["f", "critical_path"] > 0
     step_us = [e["dur"] for e in ev if e.get("cat") == "step"]
     assert step_us == [s["predicted_ns"] / 1e3 for s in rep.summaries[0]["steps"]]
     assert _nesting_errors(ev) == 0
+    assert _nesting_errors(every) == 0
     ids = Counter(e["id"] for e in ev if e["ph"] in "sf")
     assert set(ids.values()) == {2}  # every arrow has both ends
 
@@ -58,7 +62,7 @@ def test_critical_path_arrows_cross_ranks():
     ev = to_chrome_trace(None, replay(w).result)["traceEvents"]
     ends: dict[int, dict[str, int]] = defaultdict(dict)
     for e in ev:
-        if e.get("cat") == "critical_path":
+        if e.get("cat") == "critical_path" and e["ph"] in "sf":
             ends[e["id"]][e["ph"]] = e["pid"] // 1000 - 1
     assert any(v["s"] != v["f"] for v in ends.values())
     assert _nesting_errors(ev) == 0

@@ -125,7 +125,7 @@ def test_the_report_of_an_8_rank_replay_shows_every_rank(tmp_path):
     assert options == [("all", "all ranks")] + [
         (str(r), f"rank {r}" + (" (slowest)" if r == 1 else "")) for r in range(8)
     ]
-    assert "Ranks (slowest first)" in html
+    assert "Ranks (all ranks, slowest first)" in html
     assert "::" not in html.split("<h2>Traces</h2>")[1]
     # an archive is named, not linked: Perfetto cannot open a path inside one
     assert "<li>measured: dlrm_kineto.tar.gz (8 traces inside; extract one to open it in " in html

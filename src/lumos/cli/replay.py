@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="replay traces in the simulator; predicted vs measured step time",
         description="Build the execution graph of each rank's Kineto trace, simulate it, and "
         "compare predicted with measured ProfilerStep times and the time breakdown. "
-        "Writes DIR/replay.json, DIR/replay.perfetto.json (open in ui.perfetto.dev; --perfetto "
+        "Writes DIR/replay.json, DIR/replay.perfetto.json (open in ui.perfetto.dev: per rank "
+        "the recording above the replay, the critical path marked; --perfetto "
         "replay.perfetto.json.gz writes it gzip-compressed, for big traces) and "
         "DIR/sm_util.csv.",
     )

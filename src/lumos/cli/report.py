@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
             result["advice"] = _read_advice(advice)
         for key, name in (("top_kernels", "kernels.csv"), ("top_ops", "ops.csv")):
             table = src.parent / "analysis" / name
-            if table.is_file() and not result.get(key):
-                result[key] = _top_rows(table)
+            if table.is_file():
+                _attach_top_rows(result, key, _top_rows(table))
     out = args.out or src.with_name("report.html")
     if "perfetto" in result:  # links relative to the replay folder, made relative to the page
         result["perfetto"] = _relocate(result["perfetto"], src.parent, Path(out).parent)
@@ -79,10 +79,26 @@ def run(args: argparse.Namespace) -> int:
 TOP_ROWS = 15
 
 
-def _top_rows(path: Path) -> list[dict[str, Any]]:
-    """The first :data:`TOP_ROWS` rows of ``lumos replay --analysis``'s ``kernels.csv`` or
-    ``ops.csv`` (sorted by time) for the recording (``view`` measured) of its first rank,
-    numbers as numbers; empty when the file has none."""
+def _attach_top_rows(result: dict[str, Any], key: str, by_rank: dict[str, list[Any]]) -> None:
+    """Each rank's top rows into that rank's part of ``result`` (``ranks[]`` of a multi-rank
+    replay, the replay itself for one rank), where it has none yet: the report shows them in
+    the rank's sections, which the rank selector switches."""
+    ranks = result.get("ranks")
+    parts = ranks if isinstance(ranks, list) and len(ranks) > 1 else [result]
+    for part in parts:
+        if not isinstance(part, dict) or part.get(key):
+            continue
+        rows = by_rank.get(str(part.get("rank")))
+        if rows is None and len(parts) == 1 and len(by_rank) == 1:
+            rows = next(iter(by_rank.values()))  # one rank, whatever it is numbered
+        if rows:
+            part[key] = rows
+
+
+def _top_rows(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Per rank (as the file writes it): the first :data:`TOP_ROWS` rows of ``lumos replay
+    --analysis``'s ``kernels.csv`` or ``ops.csv`` (sorted by time) for the recording (``view``
+    measured), numbers as numbers; empty when the file has none."""
     import csv
 
     from lumos.errors import InputError
@@ -92,17 +108,13 @@ def _top_rows(path: Path) -> list[dict[str, Any]]:
             rows = list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(path, f"not a readable CSV: {exc}") from None
-    rows = [r for r in rows if r.get("view") == "measured"]
-    if not rows:
-        return []
-    first = rows[0].get("rank")
-    out = []
+    out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("rank") != first:
+        if r.get("view") != "measured":
             continue
-        out.append({k: _number(v) for k, v in r.items() if k not in ("view", "rank")})
-        if len(out) == TOP_ROWS:
-            break
+        top = out.setdefault(str(r.get("rank")), [])
+        if len(top) < TOP_ROWS:
+            top.append({k: _number(v) for k, v in r.items() if k not in ("view", "rank")})
     return out
 
 

@@ -62,7 +62,8 @@ def estimate_section(rows: list[dict[str, Any]], table: Any) -> str:
         x_label="ms (slowest rank, per step)",
     )
     note = ('<p class="sub">Predicted by <code>lumos estimate</code>; the baseline row is the '
-            "replay of the recording.</p>")  # fmt: skip
+            "replay of the recording. One row per scenario for the whole job: its step is the "
+            "slowest rank's, per step.</p>")  # fmt: skip
     return f"<section><h2>What-if estimates</h2>{note}{table(flat)}{chart}</section>"
 
 

@@ -131,8 +131,19 @@ def _cell(key: str, v: Any) -> str:
     text = str(v)
     short = short_name(text)
     if short != text:  # kernel names run to lines of template arguments: the full one on hover
-        return f'<span title="{escape(text)}">{escape(short)}</span>'
-    return escape(text)
+        return f'<span title="{escape(text)}">{_breakable(short)}</span>'
+    return _breakable(text)
+
+
+_JOINS = re.compile(r"(::|[_/.,])(?=.)")
+
+
+def _breakable(text: str) -> str:
+    """``text`` escaped, a long one with line-break opportunities after ``::``, ``_``, ``/``,
+    ``.`` and ``,`` (a kernel name wraps between its parts, never inside a word; what has no
+    such place makes its table scroll sideways instead)."""
+    out = escape(text)
+    return _JOINS.sub(r"\1<wbr>", out) if len(text) > 24 else out
 
 
 _ANGLE = re.compile(r"<[^<>()]*>")
@@ -159,6 +170,14 @@ def short_name(name: str, limit: int = 72) -> str:
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
+#: Text that is a number with its unit ("+49.0 %", "12 ms"): shown as a number, on one line.
+_NUMBER_TEXT = re.compile(r"[+\-\u2212]?[0-9][0-9,.]*(?:e[+-]?[0-9]+)?\s?(?:%|[A-Za-z]{1,3}|x)?")
+
+
+def _numeric(v: Any) -> bool:
+    return _num(v) or (isinstance(v, str) and _NUMBER_TEXT.fullmatch(v) is not None)
+
+
 def _header(key: str) -> str:
     return escape(column_label(key))
 
@@ -169,20 +188,22 @@ def _table(rows: list[dict[str, Any]], cls: str = "", rank_link: str | None = No
     cols: list[str] = []
     for r in rows:
         cols.extend(k for k in r if k not in cols)
-    numeric = {c for c in cols if all(_num(r[c]) for r in rows if r.get(c, "") != "")}
+    numeric = {c for c in cols if all(_numeric(r[c]) for r in rows if r.get(c, "") != "")}
     head = "".join(f"<th{' class=num' if c in numeric else ''}>{_header(c)}</th>" for c in cols)
     body = []
     for r in rows:
         tds = []
         for c in cols:
             v = r.get(c, "")
-            num = ' class="num"' if _num(v) else ""
+            num = ' class="num"' if _numeric(v) else ""
             text = _cell(c, v)
             if c == rank_link and v != "":
                 text = f'<a href="#rank={escape(str(v))}">{text}</a>'
             tds.append(f"<td{num}>{text}</td>")
         body.append("<tr>" + "".join(tds) + "</tr>")
-    return f'<table class="sortable {cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    # in a box that scrolls sideways: a narrow screen scrolls the table, never breaks a word
+    return (f'<div class="tw"><table class="sortable {cls}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>')  # fmt: skip
 
 
 def _step_rows(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -275,8 +296,9 @@ def _links(items: list[tuple[str, str]]) -> str:
     )  # fmt: skip
     return (
         f"<ul>{lis}</ul><p class=note>Open a file in "
-        '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> ("Open trace file") to see the '
-        "original and the simulated run side by side.</p>"
+        '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> ("Open trace file"): the '
+        "replay's file holds, per rank, the recording (measured) just above the replay "
+        "(predicted), its critical path marked on a track of its own.</p>"
     )
 
 
@@ -290,7 +312,8 @@ h1{font-size:22px;margin:8px 0 2px}h2{font-size:17px;margin:28px 0 8px}
 svg.chart{width:100%;height:auto;display:block}[hidden]{display:none!important}
 table{border-collapse:collapse;font-size:13px;width:100%}th,td{padding:4px 8px;border-bottom:1px solid #eee;text-align:left}
 th{cursor:pointer;user-select:none;background:#fafafa}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
-td:not(.num){overflow-wrap:anywhere}
+.tw{overflow-x:auto;max-width:100%}
+td.num,th.num,.card .v{white-space:nowrap}th{overflow-wrap:normal;word-break:normal;hyphens:manual}
 nav.ranks{position:sticky;top:0;z-index:1;background:#f6f7f9;padding:8px 0;font-size:14px}nav.ranks select{font-size:14px}
 .note{color:#666;font-size:12px}
 """
@@ -298,8 +321,9 @@ nav.ranks{position:sticky;top:0;z-index:1;background:#f6f7f9;padding:8px 0;font-
 # Sortable tables; the rank selector (#rank=N in the address picks a rank, "all" shows every
 # one); and what the Chromium test reads back from the DOM: script errors, the number of charts,
 # where the plotting area of each visible chart is on the page, the page height, how many
-# tables are wider than their card.
-_JS = """
+# tables are wider than their card, how many scroll sideways in their box, and how many words
+# of a visible table cell (or numbers with their unit) break across lines.
+_JS = r"""
 window.addEventListener('error',function(e){document.body.dataset.jsErrors=(document.body.dataset.jsErrors||'')+e.message+';'});
 function lumosPick(r){var sel=document.getElementById('rank-select');if(!sel)return;
 if(!Array.from(sel.options).some(function(o){return o.value===r}))r=sel.dataset.default;
@@ -319,8 +343,15 @@ var boxes=[];document.querySelectorAll('svg.chart').forEach(function(c){if(!c.ge
 var a=c.querySelector('.plot-area');if(!a)return;var b=a.getBoundingClientRect();
 boxes.push([b.left+scrollX,b.top+scrollY,b.width,b.height].map(Math.round).join(','))});
 document.body.dataset.plots=boxes.join(';');document.body.dataset.height=String(document.documentElement.scrollHeight);
-var wide=0;document.querySelectorAll('section table').forEach(function(t){var s=t.closest('section');
-if(t.getBoundingClientRect().width>s.clientWidth+1)wide++});document.body.dataset.wide=String(wide);});
+var wide=0,scrolls=0;document.querySelectorAll('section table').forEach(function(t){var s=t.closest('section'),b=t.closest('.tw')||t;
+if(b.getBoundingClientRect().width>s.clientWidth+1)wide++;if(b!==t&&b.scrollWidth>b.clientWidth+1)scrolls++});
+document.body.dataset.wide=String(wide);document.body.dataset.scrolls=String(scrolls);
+var broken=0;document.querySelectorAll('section th, section td').forEach(function(c){if(!c.getBoundingClientRect().width)return;
+var w=document.createTreeWalker(c,NodeFilter.SHOW_TEXT),t,all={};while((t=w.nextNode())){var re=/[A-Za-z0-9]+/g,m;while((m=re.exec(t.data))){
+var r=document.createRange(),ys={};r.setStart(t,m.index);r.setEnd(t,m.index+m[0].length);
+Array.from(r.getClientRects()).forEach(function(q){if(q.width>0){ys[Math.round(q.top)]=1;all[Math.round(q.top)]=1}});
+if(Object.keys(ys).length>1)broken++}}if((c.classList.contains('num')||/^[+-]?[0-9][0-9,.]*\s?\S{0,3}$/.test(c.textContent.trim()))&&Object.keys(all).length>1)broken++});
+document.body.dataset.broken=String(broken);});
 """
 
 
@@ -363,9 +394,13 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
                 # replay.json's keys are sorted: show the name first, as lumos replay does
                 cols = (key, "tasks", "task_ns", "delay_ns", "share")
                 top = [{**{c: o[c] for c in cols if c in o}, **o} for o in top]
-                by_op += f"<h3>Top {what} on the critical path</h3>" + _table(top)
+                by_op += f"<h3>{escape(prefix)}Top {what} on the critical path</h3>" + _table(top)
         parts.append(f"{sec}<h2>{escape(prefix)}Critical path</h2>" + figs["critical_path"]
                      + _table(cp_rows) + by_op + "</section>")  # fmt: skip
+    for key, label in (("top_kernels", "Top kernels"), ("top_ops", "Top ops")):
+        if data.get(key):  # lumos replay --analysis: this rank's recording, by time
+            parts.append(f"{sec}<h2>{escape(prefix)}{label} (measured)</h2>{_table(data[key])}"
+                         "</section>")  # fmt: skip
     return parts
 
 
@@ -425,7 +460,7 @@ def _ranks_table(ranks: list[dict[str, Any]]) -> str:
             "error": err,
         })  # fmt: skip
     rows.sort(key=lambda x: -int(x["predicted_ns"] or 0))
-    return ("<section><h2>Ranks (slowest first)</h2>" + _table(rows, "ranks", rank_link="rank")
+    return ("<section><h2>Ranks (all ranks, slowest first)</h2>" + _table(rows, "ranks", rank_link="rank")
             + "</section>")  # fmt: skip
 
 
@@ -477,20 +512,24 @@ def render_report(result: dict[str, Any], *, title: str | None = None) -> str:
     if multi:
         slowest = max(ranks, key=lambda r: sum(s["predicted_ns"] for s in r.get("steps") or []))
         parts.append(f'<div class="sub">{len(ranks)} ranks; the cards show the slowest, '
-                     f"rank {escape(str(slowest.get('rank')))}</div>")  # fmt: skip
+                     f"rank {escape(str(slowest.get('rank')))}; the sections below show the rank "
+                     "the selector picks, each titled with it</div>")  # fmt: skip
         parts.append(_summary(slowest.get("steps") or []))
     else:
+        if data.get("rank") is not None:
+            parts.append(f'<div class="sub">rank {escape(str(data["rank"]))}: every section '
+                         "shows this rank</div>")  # fmt: skip
         parts.append(_summary(data["steps"]))
     if multi:
         parts.append(_ranks_table(ranks))
         parts.append(_rank_selector(ranks, slowest.get("rank")))
         for r in ranks:
-            parts.extend(_replay_sections(r, f"rank {r.get('rank', '?')}: ", r.get("rank", "?")))
+            own = r  # top tables given for the whole replay belong to the rank it names
+            if r.get("rank") == data.get("rank"):
+                own = {**{k: data[k] for k in ("top_kernels", "top_ops") if data.get(k)}, **r}
+            parts.extend(_replay_sections(own, f"rank {r.get('rank', '?')}: ", r.get("rank", "?")))
     else:
         parts.extend(_replay_sections(data, ""))
-    for key, label in (("top_kernels", "Top kernels"), ("top_ops", "Top ops")):
-        if data.get(key):
-            parts.append(f"<section><h2>{label}</h2>{_table(data[key])}</section>")
     if data.get("what_if"):
         parts.append(estimate_section(data["what_if"], _table))
     links = _trace_links(data)

@@ -2,15 +2,18 @@
 are formatted once, the others in parallel processes.
 
 Byte for byte what :func:`lumos.report.perfetto.to_chrome_trace` gives (compact JSON, sorted
-keys): per rank its track metadata and task events, then per rank its step / op spans and launch
-arrows (:mod:`lumos.report.perfetto_structure`), then the critical path's arrows. A rank's task
-and structure events (its *chunk*) depend on its graph's tables, its simulated times and its time
-shift, and on three numbers that differ between ranks: the rank, its track pids
-(``(rank + 1) * 1000 + k``) and the id of its first launch arrow. Ranks whose chunks depend on
-equal tables and times (a digest of them is the *chunk key*: re-stamped builds of one trace, see
+keys): per rank its predicted group's metadata and task events, then per rank its step / op
+spans and launch arrows (:mod:`lumos.report.perfetto_structure`), then the critical path's
+arrows (the recording and the critical-path tracks that follow are
+:mod:`lumos.report.perfetto_measured`'s). A rank's task and structure events (its *chunk*)
+depend on its graph's tables, its simulated times and its time shift, and on what differs
+between ranks: the rank, its process id (``(rank + 1) * 1000``), the id of its first launch
+arrow, and which of its tasks are on the critical path (the path runs through the whole job,
+so copies of one rank differ in it). Ranks whose chunks depend on equal tables and times (a
+digest of them is the *chunk key*: re-stamped builds of one trace, see
 :mod:`lumos.shared_builds`, that the simulation timed alike) share one *template*: the chunk
-formatted once with those three numbers left as placeholders, split at them, and joined per rank
-with its own numbers.
+formatted once with those left as placeholders (one per task on the path of any rank sharing
+the template), split at them, and joined per rank with its own values.
 Templates of distinct keys are formatted in worker processes (:mod:`lumos.parallel`), each with
 vectorised columns (numpy, then one f-string per event; no dict per event).
 """
@@ -27,15 +30,17 @@ import numpy as np
 
 from lumos.graph.model import AnnotationKind, DepKind, TaskKind
 from lumos.parallel import default_workers, map_ranks
+from lumos.report.perfetto_layout import RankTracks, track_tids
 from lumos.report.perfetto_structure import us_list
 from lumos.sim.result import SimResult
 
 __all__ = ["rank_chunks"]
 
 #: Placeholders while a template is formatted (JSON text never holds raw control characters):
-#: the rank, track pid ``k`` and launch arrow ``j`` of the rank.
-_RANK, _PID, _FLOW = "\x01", "\x02{}\x03", "\x04{}\x05"
-_FIELDS = re.compile("(\x01|\x02\\d+\x03|\x04\\d+\x05)")
+#: the rank, its pid, launch arrow ``j`` of the rank, and whether task ``i`` is on the path.
+_RANK, _PID, _FLOW, _PATH = "\x01", "\x02", "\x04{}\x05", "\x06{}\x07"
+_FIELDS = re.compile("(\x01|\x02|\x04\\d+\x05|\x06\\d+\x07)")
+_ON_PATH = '"critical_path":true,'
 
 #: The replay whose chunks worker processes format (set before they fork; see ``_template``).
 _RESULT: SimResult | None = None
@@ -57,19 +62,22 @@ def chunk_key(result: SimResult, gi: int, shift: int) -> bytes:
     return h.digest()
 
 
-def _template(gi: int, shift: int) -> tuple[list[str], list[str]]:
+def _template(gi: int, shift: int, maybe_path: np.ndarray) -> tuple[list[str], list[str]]:
     """Rank ``gi``'s task events and structure events, each split into a list where literal
-    text alternates with placeholders for its rank, its track pids and its launch arrow ids."""
+    text alternates with placeholders for its rank, its pid, its launch arrow ids and, for the
+    tasks in ``maybe_path``, whether the task is on the critical path."""
     result = _RESULT
     assert result is not None
     g = result.graphs[gi]
-    p = g.processors
-    raw = list(dict.fromkeys(p.pid.tolist()))  # track k: the k-th distinct recorded pid
-    pid = np.array([_PID.format(raw.index(v)) for v in p.pid.tolist()], dtype=object)
+    tids, _ = track_tids(g.processors)
     s, e = result.starts(gi).astype(np.int64), result.ends(gi).astype(np.int64)
     _, perm = g.processor_order()
-    tasks = _task_events(g, perm, pid, s, e, shift)
-    structure = _span_events(result, gi, perm, pid, s, e, shift) + _launch_events(g, pid, s, shift)
+    flag = np.full(g.num_tasks, "", dtype=object)
+    flag[maybe_path] = [_PATH.format(i) for i in maybe_path.tolist()]
+    tasks = _task_events(g, perm, tids, flag, s, e, shift)
+    structure = _span_events(result, gi, perm, tids, s, e, shift) + _launch_events(
+        g, tids, s, shift
+    )
     return _FIELDS.split(",".join(tasks)), _FIELDS.split(",".join(structure))
 
 
@@ -79,20 +87,21 @@ def _fill(parts: list[str], fields: dict[str, str]) -> str:
 
 
 def _task_events(
-    g: Any, perm: np.ndarray, pid: np.ndarray, s: np.ndarray, e: np.ndarray, shift: int
-) -> list[str]:
-    t, p = g.tasks, g.processors
+    g: Any, perm: np.ndarray, tids: np.ndarray, flag: np.ndarray, s: np.ndarray, e: np.ndarray,
+    shift: int,
+) -> list[str]:  # fmt: skip
+    t = g.tasks
     kinds = [json.dumps(k.name.lower()) for k in TaskKind]
     names = [json.dumps(n) for n in g.names]
     pi = t.processor_idx[perm]
     ss, ee = s[perm], e[perm]
     return [
-        f'{{"args":{{"rank":{_RANK},"recorded_ts_us":{rec!r},"task_idx":{ti}}},'
+        f'{{"args":{{{cp}"rank":{_RANK},"recorded_ts_us":{rec!r},"task_idx":{ti}}},'
         f'"cat":{kinds[kind]},"dur":{dur!r},"name":{names[ni]},"ph":"X",'
-        f'"pid":{pp},"tid":{tid},"ts":{ts!r}}}'
-        for ti, ni, kind, pp, tid, ts, dur, rec in zip(
-            perm.tolist(), t.name_idx[perm].tolist(), t.kind[perm].tolist(), pid[pi].tolist(),
-            p.tid[pi].tolist(), us_list(ss + shift), us_list(ee - ss), us_list(t.ts_ns[perm]), strict=True)
+        f'"pid":{_PID},"tid":{tid},"ts":{ts!r}}}'
+        for ti, cp, ni, kind, tid, ts, dur, rec in zip(
+            perm.tolist(), flag[perm].tolist(), t.name_idx[perm].tolist(), t.kind[perm].tolist(),
+            tids[pi].tolist(), us_list(ss + shift), us_list(ee - ss), us_list(t.ts_ns[perm]), strict=True)
     ]  # fmt: skip
 
 
@@ -100,14 +109,14 @@ def _span_events(
     result: SimResult,
     gi: int,
     perm: np.ndarray,
-    pid: np.ndarray,
+    tids: np.ndarray,
     s: np.ndarray,
     e: np.ndarray,
     shift: int,
 ) -> list[str]:
     """Step and parent-op spans, as :func:`lumos.report.perfetto_structure.structure_events`."""
     g = result.graphs[gi]
-    a, p = g.annotations, g.processors
+    a = g.annotations
     lo, hi = result.annotation_spans(gi)
     sel = np.flatnonzero((a.first_task_idx >= 0) & (a.kind != int(AnnotationKind.GPU_STEP)))
     if not sel.size:
@@ -131,61 +140,63 @@ def _span_events(
     names = [json.dumps(x) for x in g.names]
     return [
         f'{{"args":{{"rank":{_RANK}}},"cat":{cat},"dur":{dur!r},"name":{names[ni]},"ph":"X",'
-        f'"pid":{pp},"tid":{tid},"ts":{ts!r}}}'
-        for cat, ni, pp, tid, ts, dur in zip(
+        f'"pid":{_PID},"tid":{tid},"ts":{ts!r}}}'
+        for cat, ni, tid, ts, dur in zip(
             np.where(step, '"step"', '"op"').tolist(), a.name_idx[sel].tolist(),
-            pid[q].tolist(), p.tid[q].tolist(), us_list(start + shift),
+            tids[q].tolist(), us_list(start + shift),
             us_list(np.maximum(end - start, 0)), strict=True)
     ]  # fmt: skip
 
 
-def _launch_events(g: Any, pid: np.ndarray, s: np.ndarray, shift: int) -> list[str]:
+def _launch_events(g: Any, tids: np.ndarray, s: np.ndarray, shift: int) -> list[str]:
     """An arrow per launch edge, from the runtime call to its GPU task (ids: ``{f[j]}``)."""
     launch = np.flatnonzero(g.edges.kind == int(DepKind.LAUNCH))
     src, dst = g.edges.src[launch], g.edges.dst[launch]
     proc = g.tasks.processor_idx
-    tid = g.processors.tid
     out = []
-    for j, (sp, st, sts, dp, dt, dts) in enumerate(zip(
-            pid[proc[src]].tolist(), tid[proc[src]].tolist(), us_list(s[src] + shift),
-            pid[proc[dst]].tolist(), tid[proc[dst]].tolist(), us_list(s[dst] + shift),
-            strict=True)):  # fmt: skip
+    for j, (st, sts, dt, dts) in enumerate(zip(
+            tids[proc[src]].tolist(), us_list(s[src] + shift),
+            tids[proc[dst]].tolist(), us_list(s[dst] + shift), strict=True)):  # fmt: skip
         fid = _FLOW.format(j)
-        out.append(f'{{"cat":"launch","id":{fid},"name":"launch","ph":"s","pid":{sp},'
+        out.append(f'{{"cat":"launch","id":{fid},"name":"launch","ph":"s","pid":{_PID},'
                    f'"tid":{st},"ts":{sts!r}}}')  # fmt: skip
-        out.append(f'{{"bp":"e","cat":"launch","id":{fid},"name":"launch","ph":"f","pid":{dp},'
-                   f'"tid":{dt},"ts":{dts!r}}}')  # fmt: skip
+        out.append(f'{{"bp":"e","cat":"launch","id":{fid},"name":"launch","ph":"f",'
+                   f'"pid":{_PID},"tid":{dt},"ts":{dts!r}}}')  # fmt: skip
     return out
 
 
-def _template_star(args: tuple[int, int]) -> tuple[list[str], list[str]]:
+def _template_star(args: tuple[int, int, np.ndarray]) -> tuple[list[str], list[str]]:
     return _template(*args)
 
 
 def rank_chunks(
     result: SimResult,
-    shifts: Sequence[int],
-    track_pids: Sequence[Sequence[int]],
+    tracks: Sequence[RankTracks],
+    on_path: Sequence[np.ndarray],
     *,
     workers: int | None = None,
 ) -> Iterator[tuple[str, str]]:
     """Per rank in order: ``(task events, structure events)``, each comma-joined (maybe
-    empty), with launch arrow ids numbered across ranks from 0. ``shifts[gi]`` is the rank's
-    time shift and ``track_pids[gi]`` its track pids in order of first appearance (as
-    :mod:`lumos.report.perfetto` numbers them)."""
+    empty), with launch arrow ids numbered across ranks from 0. ``tracks[gi]``: the rank's
+    pid and time shift (:mod:`lumos.report.perfetto_layout`); ``on_path[gi]``: the local
+    indices of its tasks on the critical path."""
     global _RESULT
     graphs = result.graphs
-    keys = [chunk_key(result, gi, shifts[gi]) for gi in range(len(graphs))]
+    keys = [chunk_key(result, gi, tracks[gi].shift) for gi in range(len(graphs))]
     rep: dict[bytes, int] = {}
+    parts: dict[bytes, list[np.ndarray]] = {}
     for gi, k in enumerate(keys):
         rep.setdefault(k, gi)
+        parts.setdefault(k, []).append(np.asarray(on_path[gi], dtype=np.int64))
+    maybe = {k: np.unique(np.concatenate(v)) for k, v in parts.items()}
     order = sorted(rep.values())
     _RESULT = result
     try:
         n = default_workers() if workers is None else workers
         # worker processes inherit the replay when they fork; elsewhere (or for one) in-process
         n = n if len(order) > 1 and _can_fork() else 1
-        made = map_ranks(_template_star, [(gi, shifts[gi]) for gi in order], workers=n)
+        args = [(gi, tracks[gi].shift, maybe[keys[gi]]) for gi in order]
+        made = map_ranks(_template_star, args, workers=n)
     finally:
         _RESULT = None
     templates = dict(zip(order, made, strict=True))
@@ -196,8 +207,10 @@ def rank_chunks(
         n = _launches(g)
         fields = dict(zip(flows[:n], map(str, range(flow, flow + n)), strict=True))
         fields[_RANK] = str(g.rank)
-        for track, v in enumerate(track_pids[gi]):
-            fields[_PID.format(track)] = str(v)
+        fields[_PID] = str(tracks[gi].pid)
+        mine = set(on_path[gi].tolist())
+        for i in maybe[keys[gi]].tolist():
+            fields[_PATH.format(i)] = _ON_PATH if i in mine else ""
         flow += n
         yield _fill(tasks, fields), _fill(structure, fields)
 

@@ -1,5 +1,5 @@
 """The structure of a replay in its Perfetto trace: step and parent-op spans, launch and
-critical-path flow arrows, so that it reads like the original Kineto trace beside it.
+critical-path flow arrows, so that the replay's group reads like the recording above it.
 
 ===========================  ================================================================
 events                       what they show
@@ -22,19 +22,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lumos.graph.model import AnnotationKind, DepKind
 from lumos.report.json_columns import INT, STRING, US, format_rows
-from lumos.report.metrics import critical_path
+from lumos.report.perfetto_layout import RankTracks
 from lumos.sim.result import SimResult
+
+if TYPE_CHECKING:
+    from lumos.report.perfetto_measured import PathTasks
 
 __all__ = ["critical_path_events", "exact_us", "structure_events", "structure_rows"]
 
-#: Per graph: ``(track pid of each recorded pid, time shift in ns)`` as the task events use.
-Tracks = Sequence[tuple[dict[int, int], int]]
+#: Per graph: its tracks (:mod:`lumos.report.perfetto_layout`), as the task events use them.
+Tracks = Sequence[RankTracks]
 
 
 #: Below this many ns, ``ns / 1000`` is within far less than 0.0005 of the exact decimal
@@ -68,13 +71,14 @@ def _us(ns: int) -> float:
     return ns / 1000.0 if exact else round(ns / 1000.0, 3)
 
 
-def structure_events(result: SimResult, tracks: Tracks) -> list[dict[str, Any]]:
+def structure_events(result: SimResult, tracks: Tracks, path: PathTasks) -> list[dict[str, Any]]:
     """Spans and flow arrows (see the module docstring), deterministic order."""
     events: list[dict[str, Any]] = []
     flow_id = 0
     for gi, g in enumerate(result.graphs):
-        pid_of, shift = tracks[gi]
-        p, a, t = g.processors, g.annotations, g.tasks
+        tr = tracks[gi]
+        shift = tr.shift
+        a, t = g.annotations, g.tasks
         s, e = result.starts(gi), result.ends(gi)
         lo, hi = result.annotation_spans(gi)
         _, perm = g.processor_order()
@@ -98,7 +102,7 @@ def structure_events(result: SimResult, tracks: Tracks) -> list[dict[str, Any]]:
             events.append({
                 "ph": "X", "name": g.names[int(a.name_idx[i])],
                 "cat": "step" if kind == int(AnnotationKind.STEP) else "op",
-                "pid": pid_of[int(p.pid[q])], "tid": int(p.tid[q]),
+                "pid": tr.pid, "tid": int(tr.tid[q]),
                 "ts": _us(start + shift), "dur": _us(max(end - start, 0)),
                 "args": {"rank": g.rank},
             })  # fmt: skip
@@ -108,14 +112,17 @@ def structure_events(result: SimResult, tracks: Tracks) -> list[dict[str, Any]]:
             events.extend(_arrow(flow_id, "launch", _at(result, gi, src, tracks, int(s[src])),
                                  _at(result, gi, dst, tracks, int(s[dst]))))  # fmt: skip
             flow_id += 1
-    return events + critical_path_events(result, tracks, flow_id)
+    return events + critical_path_events(result, tracks, flow_id, path)
 
 
-def critical_path_events(result: SimResult, tracks: Tracks, flow_id: int) -> list[dict[str, Any]]:
-    """The arrows where the critical path moves to another track, ids from ``flow_id`` on."""
+def critical_path_events(
+    result: SimResult, tracks: Tracks, flow_id: int, path: PathTasks
+) -> list[dict[str, Any]]:
+    """The arrows where the critical path (``path.cp``) moves to another track, ids from
+    ``flow_id`` on."""
     events: list[dict[str, Any]] = []
-    if result.graphs and len(result.start_ns):
-        cp = critical_path(result)
+    cp = path.cp
+    if cp is not None and len(cp.tasks):
         tasks, graph_of = cp.tasks[::-1], cp.graph_of[::-1]
         local = tasks - result.task_offsets[graph_of]
         proc = np.empty(len(tasks), np.int64)
@@ -139,11 +146,9 @@ def critical_path_events(result: SimResult, tracks: Tracks, flow_id: int) -> lis
 
 def _at(result: SimResult, gi: int, task: int, tracks: Tracks, ts_ns: int) -> dict[str, Any]:
     """Where a flow end sits: the task's track, at ``ts_ns`` (simulated, before the shift)."""
-    g = result.graphs[gi]
-    q = int(g.tasks.processor_idx[task])
-    pid_of, shift = tracks[gi]
-    return {"pid": pid_of[int(g.processors.pid[q])], "tid": int(g.processors.tid[q]),
-            "ts": _us(ts_ns + shift)}  # fmt: skip
+    q = int(result.graphs[gi].tasks.processor_idx[task])
+    tr = tracks[gi]
+    return {"pid": tr.pid, "tid": int(tr.tid[q]), "ts": _us(ts_ns + tr.shift)}
 
 
 def _arrow(fid: int, cat: str, src: dict[str, Any], dst: dict[str, Any]) -> list[dict[str, Any]]:
@@ -159,16 +164,17 @@ _LAUNCH = [b',{"cat":"launch","id":', b',"name":"launch","ph":"s","pid":', b',"t
            b',"ts":', b"}"]  # fmt: skip
 
 
-def structure_rows(result: SimResult, tracks: Tracks) -> Iterator[bytes]:
+def structure_rows(result: SimResult, tracks: Tracks, path: PathTasks) -> Iterator[bytes]:
     """The events of :func:`structure_events` as compact JSON, sorted keys, each one preceded
     by a comma: spans and launch arrows formatted a column at a time
     (:func:`lumos.report.json_columns.format_rows`), then the critical-path arrows."""
     encode = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
     flow_id = 0
     for gi, g in enumerate(result.graphs):
-        pid_of, shift = tracks[gi]
-        p, a, t = g.processors, g.annotations, g.tasks
-        proc_pid = np.array([pid_of[int(v)] for v in p.pid.tolist()], dtype=np.int64)
+        tr = tracks[gi]
+        shift = tr.shift
+        a, t = g.annotations, g.tasks
+        proc_pid = np.full(len(g.processors), tr.pid, dtype=np.int64)
         s, e = result.starts(gi).astype(np.int64), result.ends(gi).astype(np.int64)
         lo, hi = result.annotation_spans(gi)
         _, perm = g.processor_order()
@@ -193,7 +199,7 @@ def structure_rows(result: SimResult, tracks: Tracks) -> Iterator[bytes]:
             fields = [
                 (STRING, step.astype(np.int64)), (US, np.maximum(end - start, 0)),
                 (STRING, a.name_idx[sel].astype(np.int64) + 2), (INT, proc_pid[q]),
-                (INT, p.tid[q]), (US, start + shift),
+                (INT, tr.tid[q]), (US, start + shift),
             ]  # fmt: skip
             names = [b'"op"', b'"step"', *(json.dumps(x).encode() for x in g.names)]
             yield format_rows(consts, fields, names)
@@ -203,11 +209,11 @@ def structure_rows(result: SimResult, tracks: Tracks) -> Iterator[bytes]:
             ids = flow_id + np.arange(launch.size, dtype=np.int64)
             ps, pd = t.processor_idx[src], t.processor_idx[dst]
             fields = [
-                (INT, ids), (INT, proc_pid[ps]), (INT, p.tid[ps]), (US, s[src] + shift),
-                (INT, ids), (INT, proc_pid[pd]), (INT, p.tid[pd]), (US, s[dst] + shift),
+                (INT, ids), (INT, proc_pid[ps]), (INT, tr.tid[ps]), (US, s[src] + shift),
+                (INT, ids), (INT, proc_pid[pd]), (INT, tr.tid[pd]), (US, s[dst] + shift),
             ]  # fmt: skip
             yield format_rows(_LAUNCH, fields, [])
             flow_id += launch.size
-    critical = critical_path_events(result, tracks, flow_id)
+    critical = critical_path_events(result, tracks, flow_id, path)
     if critical:
         yield b"".join(b"," + encode(ev).encode() for ev in critical)
