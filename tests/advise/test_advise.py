@@ -8,6 +8,7 @@ issue's own reading of the DLRM recording (``rank_lateness.csv``: rank 7 last at
 from __future__ import annotations
 
 import json
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,10 @@ def test_the_report_opens_with_the_verdict_when_advise_wrote_beside_the_replay(t
     assert "bound: compute" in html[verdict_at : verdict_at + 300]
     assert verdict_at < html.index("<section", verdict_at + 10)  # the first section
     assert "compute_kernels_2x" in html
+    doc = json.loads((out / "advice.json").read_text())
+    for o in doc["opportunities"]:  # each command whole, to copy (longer than a folded name)
+        assert f"<code>{html_escape(o['command'])}</code>" in html
+    assert max(len(o["command"]) for o in doc["opportunities"]) > 72
 
 
 def test_a_foreign_advice_json_is_refused_naming_it(tmp_path, capsys):

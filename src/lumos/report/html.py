@@ -129,12 +129,16 @@ def _cell(key: str, v: Any) -> str:
     if isinstance(v, dict | list):
         return escape(json.dumps(v, sort_keys=True))
     text = str(v)
+    if key in _VERBATIM:  # a command people copy: whole, wrapping only between its words
+        return f"<code>{escape(text)}</code>"
     short = short_name(text)
     if short != text:  # kernel names run to lines of template arguments: the full one on hover
         return f'<span title="{escape(text)}">{_breakable(short)}</span>'
     return _breakable(text)
 
 
+#: Columns whose text is shown whole (never folded or cut).
+_VERBATIM = frozenset({"reproduce", "command"})
 _JOINS = re.compile(r"(::|[_/.,])(?=.)")
 
 
@@ -377,7 +381,9 @@ def _replay_sections(data: dict[str, Any], prefix: str, rank: Any = None) -> lis
         parts.append(f"{sec}<h2>{escape(prefix)}Breakdown</h2>" + figs["breakdown"]
                      + _table(rows) + total + _comm_note(bd) + "</section>")  # fmt: skip
     if "sm_util" in figs:
-        parts.append(f"{sec}<h2>{escape(prefix)}SM utilization (GPU streams busy)</h2>{figs['sm_util']}</section>")
+        parts.append(
+            f"{sec}<h2>{escape(prefix)}SM utilization (GPU streams busy)</h2>{figs['sm_util']}</section>"
+        )
     if "memory" in figs:
         mem = data.get("memory") or {}
         note = (f'<p class="sub">Allocated bytes on {escape(str(mem.get("device")))}, the largest '
