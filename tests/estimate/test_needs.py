@@ -1,0 +1,128 @@
+"""Each model-size ``--set`` asks only for the baseline values its re-timing uses
+(:mod:`lumos.estimate.needs`): exact keys on the bundled demo and on a recording whose
+activations are flattened to (tokens, width) (``tests/data/flat_tokens_cpu``: the micro-batch
+size and the sequence are not in its shapes, and its FFN equals its token count)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lumos.errors import ConfigError
+from lumos.estimate import estimate, parse_scenario
+from lumos.estimate.baseline import detect_baseline
+from lumos.estimate.needs import asks, missing, require
+from lumos.estimate.reshape import reshape_workload
+from lumos.examples_data import example_run_dir
+from lumos.graph.model import Workload
+from lumos.replay import build_workload
+
+FLAT = Path(__file__).parents[1] / "data" / "flat_tokens_cpu" / "trace.kineto.json.gz"
+KEYS = ("hidden", "ffn", "heads", "seq", "microbatch_size")
+
+
+@pytest.fixture(scope="module")
+def demo() -> Workload:
+    return build_workload([str(example_run_dir())], workers=1)[0]
+
+
+@pytest.fixture(scope="module")
+def flat() -> Workload:
+    return build_workload([str(FLAT)], workers=1)[0]
+
+
+def _asked(w: Workload, key: str) -> list[str]:
+    return [k for k, _ in asks(w, {key: 4096})]
+
+
+def test_each_key_asks_for_what_it_uses_on_the_demo(demo):
+    """The demo has attention (scaled dot product) and no batched products (bmm)."""
+    assert {k: _asked(demo, k) for k in KEYS} == {
+        "hidden": ["hidden", "ffn", "heads", "tokens"],
+        "ffn": ["ffn", "tokens"],
+        "heads": ["heads", "hidden", "tokens"],
+        "seq": ["seq", "tokens"],
+        "microbatch_size": ["microbatch_size", "tokens"],
+    }
+    base = detect_baseline(demo)
+    assert all(missing(demo, base, {k: 4096}) == [] for k in KEYS)
+    # a value set to the one recorded changes nothing and asks for nothing
+    assert asks(demo, {"hidden": 128}, base) == []
+
+
+def test_a_flattened_trace_shows_tokens_hidden_and_ffn_not_seq(flat):
+    base = detect_baseline(flat)
+    assert {k: base.values.get(k, -1) for k in (*KEYS, "tokens", "vocab")} == {
+        "hidden": 128, "ffn": 512, "heads": -1, "seq": -1, "microbatch_size": -1,
+        "tokens": 512, "vocab": 1000}  # fmt: skip
+    # the forward products are [512, 128] @ [128, 512] and [512, 512] @ [512, 128]: the token
+    # rows are the left operand's, so the 512 tokens are not read as the 512-wide FFN
+    assert base.how["tokens"] == "rows of 24 forward matrix products (tokens, K)"
+    assert {k: [x for x, _ in missing(flat, base, {k: 4096})] for k in KEYS} == {
+        "hidden": [], "ffn": [], "heads": ["heads"], "seq": ["seq"],
+        "microbatch_size": ["microbatch_size"]}  # fmt: skip
+    # no attention: hidden does not ask for heads
+    assert _asked(flat, "hidden") == ["hidden", "ffn", "tokens"]
+    given = detect_baseline(flat, {"seq": 64})
+    assert (given.values["microbatch_size"], given.how["microbatch_size"]) == (8, "tokens / seq")
+
+
+def test_hidden_without_seq_or_batch_is_the_estimate_with_them(flat, demo):
+    """hidden=256 where only hidden, ffn and tokens are known: the same step time, to the ns,
+    as with the micro-batch size and the sequence given; on the demo, with its (b, s)
+    dropped, the same re-timed durations (its activations read by position from tokens)."""
+    sets = [parse_scenario(["hidden=256"]), parse_scenario(["ffn=1024"])]
+    alone = estimate(flat, sets)
+    full = estimate(flat, sets, baseline={"microbatch_size": 8, "seq": 64, "heads": 4})
+    assert [r.step_ns for r in alone.rows] == [r.step_ns for r in full.rows]
+    assert alone.rows[1].step_ns > 2 * alone.rows[0].step_ns  # a real change
+    base = detect_baseline(demo)
+    part = replace(base, values={k: v for k, v in base.values.items()
+                                 if k not in ("seq", "microbatch_size")})  # fmt: skip
+    assert (part.dims().seq, part.dims().microbatch_size, part.dims().tokens) == (-1, -1, 512)
+    for change in ({"hidden": 256}, {"ffn": 1024}, {"heads": 8}):
+        a, _ = reshape_workload(demo, base, change)
+        b, _ = reshape_workload(demo, part, change)
+        for x, y in zip(a.graphs, b.graphs, strict=True):
+            assert np.array_equal(x.tasks.dur_ns, y.tasks.dur_ns)
+            assert np.array_equal(x.edges.delay_ns, y.edges.delay_ns)
+
+
+def test_the_one_line_errors_name_the_trace_the_key_and_why(flat, tmp_path, capsys):
+    from lumos.cli.main import main
+
+    assert main(["estimate", str(FLAT), "--set", "seq=128", "-o", str(tmp_path / "e")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"lumos: error: {FLAT}: seq=128: needs the baseline's seq (the micro-batch size "
+        "follows as tokens / seq), which the trace does not show (activations flattened to "
+        "(tokens, width), 512 tokens: the sequence and the micro-batch size are not shown "
+        "apart); give --baseline seq=N"
+    )
+    argv = ["estimate", str(FLAT), "--set", "seq=128", "--baseline", "seq=64", "-o",
+            str(tmp_path / "e")]  # fmt: skip
+    assert main(argv) == 0
+    found = detect_baseline(flat)  # as if no product had shown the token rows
+    base = replace(found, values={k: v for k, v in found.values.items() if k != "tokens"},
+                   how={**found.how, "tokens": "not found"})  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        require(flat, base, {"hidden": 256})
+    assert str(err.value) == (
+        "needs the baseline's tokens (tokens per micro-batch (micro-batch size x sequence), "
+        "which tells a token dimension from a feature dimension of the same size), which the "
+        "trace does not show (not found); give --baseline tokens=N (or both "
+        "--baseline microbatch_size=N and --baseline seq=N)"
+    )
+
+
+def test_a_trace_without_shapes_says_so(demo):
+    bare = demo.replace_graphs(g.replace(dims=(), task_dims_idx=None) for g in demo.graphs)
+    with pytest.raises(ConfigError) as err:
+        estimate(bare, [parse_scenario(["hidden=256"])])
+    assert str(err.value) == (
+        "hidden=256: the trace records no tensor shapes (Input Dims), which re-timing ops for "
+        "other model sizes reads: record it with the profiler's record_shapes=True"
+    )
