@@ -10,12 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from lumos.errors import ConfigError
 from lumos.estimate import estimate, parse_scenario
 from lumos.estimate.baseline import detect_baseline
 from lumos.estimate.needs import asks, missing, require
 from lumos.estimate.reshape import reshape_workload
+from lumos.estimate.shapes import Dims, _Mapper, map_dims
 from lumos.examples_data import example_run_dir
 from lumos.graph.model import Workload
 from lumos.replay import build_workload
@@ -126,3 +129,78 @@ def test_a_trace_without_shapes_says_so(demo):
         "hidden=256: the trace records no tensor shapes (Input Dims), which re-timing ops for "
         "other model sizes reads: record it with the profiler's record_shapes=True"
     )
+
+
+def test_a_vllm_inference_trace_reads_hidden_from_its_products_and_names_what_it_lacks(
+    tmp_path, capsys
+):
+    """TraceLens's GPT-OSS inference trace (vLLM, 8-way tensor parallel) flattens its 888
+    tokens: its 3-D tensors are attention's (tokens, heads, head width) = (888, 8, 64), which
+    read as (b, s, hidden) gave hidden 64. Its forward products (``linear``: [888, 2880] x
+    [640, 2880]...) give hidden 2880; its experts' FFN runs inside ``vllm::moe_forward`` and
+    no tensor shows the heads, so hidden=4096 names ffn (and heads after it)."""
+    from tests.realdata import trace
+
+    from lumos.cli.main import main
+
+    path = str(trace("allgather_b200"))
+    w, _ = build_workload([path], workers=1)
+    base = detect_baseline(w)
+    assert {k: base.values.get(k, -1) for k in (*KEYS, "tokens")} == {
+        "hidden": 2880, "ffn": -1, "heads": -1, "seq": -1, "microbatch_size": -1,
+        "tokens": 888}  # fmt: skip
+    assert main(["estimate", path, "--set", "hidden=4096", "-o", str(tmp_path / "e")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"lumos: error: {path}: hidden=4096: needs the baseline's ffn (the FFN width follows "
+        "hidden unless --set ffn=N is given), which the trace does not show (no layer "
+        "activation or product output wider than hidden); give --baseline ffn=N (then also "
+        "heads)"
+    )
+
+
+def _layer_ops(b: int, s: int, h: int, f: int, n: int) -> list[tuple[str, list]]:
+    """A transformer layer's ops as a trace records them: (b, s, x) activations, attention's
+    (b, heads, s, x), 2-D products forward and backward, weights."""
+    t, d = b * s, h // n
+    return [
+        ("aten::layer_norm", [[b, s, h], [], [h], [h], [], []]),
+        ("aten::addmm", [[3 * h], [t, h], [h, 3 * h], [], []]),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu", [[b, n, s, d]] * 3),
+        ("aten::_softmax", [[b, n, s, s], [], []]),
+        ("aten::gelu", [[b, s, f], []]),
+        ("aten::addmm", [[h], [t, f], [f, h], [], []]),
+        ("aten::mm", [[t, h], [h, f]]),  # input gradient
+        ("aten::mm", [[f, t], [t, h]]),  # weight gradient
+        ("aten::add", [[b, s, h], [b, s, h], []]),
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(b=st.sampled_from([2, 4, 8, 16, 32]), s=st.sampled_from([8, 16, 32, 64, 128, 256]),
+       n=st.sampled_from([2, 4, 8, 16]), d=st.sampled_from([8, 16, 32, 64]),
+       mult=st.sampled_from([1, 2, 4]), key=st.sampled_from(["hidden", "ffn"]),
+       k=st.integers(2, 4))  # fmt: skip
+def test_knowing_b_and_s_changes_nothing_for_hidden_or_ffn(b, s, n, d, mult, key, k):
+    """A hidden or FFN change maps every tensor of a layer the same with or without the
+    micro-batch size and the sequence: the token count is enough, activations being read by
+    position (``(b, s)`` or any pair whose product is the token count), including where the
+    sequence or the micro-batch size equals a feature size (sequence 64 = hidden 64). Only
+    the token count, the heads and ``b x heads`` must differ from the feature sizes (the
+    mapper's role rule); the weight gradient ``[f, tokens] @ [tokens, h]`` is compared
+    where ``b`` and ``s`` do too (where they do not, knowing them misreads ``f == s`` as a
+    token count)."""
+    h = n * d
+    f = mult * h
+    features = {h, 3 * h, f, 2 * f, d}
+    assume(not {b * s, n, b * n} & features and len({b, s, b * s, n, b * n}) == 5)
+    full = Dims(microbatch_size=b, seq=s, hidden=h, ffn=f, heads=n)
+    part = Dims(hidden=h, ffn=f, heads=n, tokens=b * s)
+    changed = {"hidden": {"hidden": k * h, "ffn": k * f}, "ffn": {"ffn": k * f}}[key]
+    with_bs = _Mapper(full, replace(full, **changed))
+    without = _Mapper(part, replace(part, **changed))
+    ops = _layer_ops(b, s, h, f, n)
+    if {b, s} & features:
+        ops = [op for op in ops if op[1] != [[f, b * s], [b * s, h]]]
+    for name, dims in ops:
+        assert map_dims(name, dims, with_bs, True) == map_dims(name, dims, without, True), name

@@ -14,13 +14,15 @@ key                 found from
 ``ffn``             the largest other last dimension of a 3-D activation inside a layer
                     (not ``3 x hidden``, the fused QKV)
 ``heads``           4-D attention tensors ``(b, heads, s, hidden / heads)``
-(flattened)         a trace without 3-D activations inside its layers (they are flattened
-                    to ``(tokens, width)``): ``tokens`` from the rows of the layers'
-                    forward matrix products ``[tokens, K] @ [K, N]`` (a weight is never
-                    their left operand, so a token count equal to the FFN is read right),
-                    ``hidden`` their most common ``K``, ``ffn`` the widest other ``N`` of a
-                    product from ``hidden``; ``heads``, ``microbatch_size`` and ``seq`` from
-                    4-D attention tensors whose ``b x s`` is ``tokens``, not found without
+(flattened)         layers whose activations are flattened to ``(tokens, width)`` (no 3-D
+                    activation, or 3-D ones whose first dimension alone is the products'
+                    rows: vLLM's ``(tokens, heads, head width)``): ``tokens`` from the rows
+                    of the layers' forward matrix products ``[tokens, K] @ [K, N]`` (a
+                    weight is never their left operand, so a token count equal to the FFN
+                    is read right), ``hidden`` their most common ``K``, ``ffn`` the widest
+                    ``N`` of a product from ``hidden`` wider than it (not ``3 x hidden``);
+                    ``heads``, ``microbatch_size`` and ``seq`` from 4-D attention tensors
+                    whose ``b x s`` is ``tokens``, not found without
 ``vocab``           the last dimension of the logits (the input of the log-softmax)
 ``microbatches``    micro-batch blocks (one send or receive each) per step
 ``pp``              ranks that exchange point-to-point messages (1 when none do)
@@ -58,7 +60,7 @@ __all__ = ["Baseline", "detect_baseline"]
 
 _LOGITS = ("aten::_log_softmax", "aten::log_softmax", "aten::_softmax_backward_data",
            "aten::_log_softmax_backward_data")  # fmt: skip
-_PRODUCTS = ("aten::mm", "aten::addmm")
+_PRODUCTS = ("aten::mm", "aten::addmm", "aten::linear")
 
 KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatch_size", "tokens", "microbatches",
         "vocab", "pp", "dp")  # fmt: skip
@@ -139,14 +141,16 @@ def _activations(
 
 
 def _products(g, dec: list, forward: np.ndarray) -> list[tuple[int, int, int]]:
-    """``(M, K, N)`` of each 2-D matrix product starting in a ``forward`` task."""
+    """``(M, K, N)`` of each 2-D matrix product (``mm``, ``addmm``; ``linear`` on a trace
+    without those, whose products run in kernels it launched) starting in a ``forward``
+    task."""
     a = g.annotations
     ops = [(g.names[a.name_idx[i]], int(a.dims_idx[i])) for i in np.flatnonzero(
         (a.dims_idx >= 0) & (a.first_task_idx >= 0) & forward[np.maximum(a.first_task_idx, 0)]
     ).tolist()]  # fmt: skip
     ops += [(g.task_name(t), int(g.task_dims_idx[t]))
             for t in np.flatnonzero(forward & (g.task_dims_idx >= 0)).tolist()]  # fmt: skip
-    out = []
+    out: dict[bool, list[tuple[int, int, int]]] = {True: [], False: []}
     for name, di in ops:
         if name not in _PRODUCTS or not (d := dec[di]):
             continue
@@ -155,9 +159,10 @@ def _products(g, dec: list, forward: np.ndarray) -> list[tuple[int, int, int]]:
         if len(mats) < 2:
             continue
         x, w = mats[0], mats[1]
-        if x[1] == w[0]:
-            out.append((x[0], x[1], w[1]))
-    return out
+        linear = name == "aten::linear"
+        if x[1] == w[int(linear)]:  # linear's weight is (out, in)
+            out[linear].append((x[0], x[1], w[1 - int(linear)]))
+    return out[False] or out[True]
 
 
 def detect_baseline(workload: Workload, given: Mapping[str, int] | None = None) -> Baseline:
@@ -233,6 +238,13 @@ def _model_dims(
     (see the module docstring)."""
     inside, products, embed = _activations(workload, maps)
     acts = [s for s in inside if len(s) == 3]
+    if acts and products:
+        # 3-D tensors whose first dimension alone is the products' row count are (tokens,
+        # heads, head width) of flattened layers (vLLM's attention), not (b, s, hidden)
+        rows = Counter(m for m, _, _ in products).most_common(1)[0][0]
+        lead = Counter((s[0], s[1]) for s in acts).most_common(1)[0][0]
+        if rows == lead[0] != lead[0] * lead[1]:
+            acts = []
     if acts:
         h, n = Counter(s[-1] for s in acts).most_common(1)[0]
         values["hidden"], how["hidden"] = h, f"last dimension of {n} layer activations"
@@ -269,17 +281,20 @@ def _flat_dims(
     """Sizes of layers whose activations are flattened to ``(tokens, width)``: the forward
     matrix products ``[tokens, K] @ [K, N]`` give the token count (their rows: a weight is
     never the left operand of a forward product, so a token count equal to the FFN width is
-    read right), ``hidden`` is the most common ``K``, ``ffn`` the widest other ``N`` of a
-    product from ``hidden``; 4-D attention tensors ``(b, heads, s, hidden / heads)`` whose
+    read right), ``hidden`` is the most common ``K``, ``ffn`` the widest ``N`` of a product
+    from ``hidden`` wider than it (not ``3 x hidden``); 4-D attention tensors ``(b, heads, s, hidden / heads)`` whose
     ``b x s`` is the token count give the heads, the micro-batch size and the sequence."""
     t, n = Counter(m for m, _, _ in products).most_common(1)[0]
     values["tokens"], how["tokens"] = t, f"rows of {n} forward matrix products (tokens, K)"
     rows = [(k, w) for m, k, w in products if m == t]
     h, n = Counter(k for k, _ in rows).most_common(1)[0]
     values["hidden"], how["hidden"] = h, f"inner dimension of {n} forward matrix products"
-    others = sorted({w for k, w in rows if k == h} - {h, 3 * h})
-    if others:
-        values["ffn"], how["ffn"] = others[-1], "widest other output of a product from hidden"
+    wider = sorted(w for k, w in rows if k == h and w > h and w != 3 * h)
+    if wider:
+        values["ffn"], how["ffn"] = (
+            wider[-1],
+            "widest output (not 3 x hidden) of a product from hidden",
+        )
     att = Counter(
         (s[0], s[1], s[2]) for s in inside
         if len(s) == 4 and s[0] * s[2] == t and s[1] * s[3] == h
