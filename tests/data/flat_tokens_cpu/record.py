@@ -67,7 +67,11 @@ def main() -> None:
                 model(ids, targets).backward()
                 opt.step()
                 prof.step()
-        with raw.open("rb") as src, out.open("wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as dst:
+        with (
+            raw.open("rb") as src,
+            out.open("wb") as f,
+            gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as dst,
+        ):
             shutil.copyfileobj(src, dst)
     print(f"wrote {out}")
 
