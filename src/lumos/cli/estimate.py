@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"and compare. Keys: {', '.join(KEYS)}. Writes DIR/estimate.json (rows, baseline first). "
         "A model size asks only for the baseline values its re-timing uses: hidden needs "
         "hidden, ffn (it follows hidden unless --set ffn=N) and heads when the trace has "
-        "attention; ffn needs ffn; seq and microbatch_size need themselves; all need the "
+        "attention; ffn needs ffn; heads needs heads and hidden; seq and microbatch_size need "
+        "themselves; all need the "
         "tokens per micro-batch, read from the shapes. A value the trace does not show is "
         "named in the error, with the --baseline KEY=N that gives it.",
     )
