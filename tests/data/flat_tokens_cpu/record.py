@@ -7,11 +7,13 @@ read from the shapes, the micro-batch size and the sequence length cannot. The F
 (512) equals the token count on purpose (the ambiguity a model-size what-if must resolve).
 
 Run from the repository root: ``python tests/data/flat_tokens_cpu/record.py`` (README.md here
-says when and where it was run).
+says when and where it was run). ``--hidden N --ffn N -o PATH`` records another width (a
+measured target for ``lumos estimate --set hidden=N``), not kept in the repository.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import shutil
 import tempfile
@@ -22,7 +24,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.profiler import ProfilerActivity, profile, schedule
 
-BATCH, SEQ, HIDDEN, FFN, VOCAB, LAYERS = 8, 64, 128, 512, 1000, 4
+BATCH, SEQ, VOCAB, LAYERS = 8, 64, 1000, 4
+HIDDEN, FFN = 128, 512  # set by --hidden / --ffn
 
 
 class Block(nn.Module):
@@ -50,13 +53,20 @@ class Model(nn.Module):
 
 
 def main() -> None:
+    global HIDDEN, FFN
+    p = argparse.ArgumentParser()
+    p.add_argument("--hidden", type=int, default=HIDDEN)
+    p.add_argument("--ffn", type=int, default=FFN)
+    p.add_argument("-o", "--out", type=Path, default=Path(__file__).parent / "trace.kineto.json.gz")
+    args = p.parse_args()
+    HIDDEN, FFN = args.hidden, args.ffn
     torch.manual_seed(1234)
     torch.set_num_threads(1)
     model = Model()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
     ids = torch.randint(0, VOCAB, (BATCH, SEQ))
     targets = torch.randint(0, VOCAB, (BATCH, SEQ))
-    out = Path(__file__).parent / "trace.kineto.json.gz"
+    out = args.out
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
         sched = schedule(wait=1, warmup=1, active=3, repeat=1)
