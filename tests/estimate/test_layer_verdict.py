@@ -235,7 +235,7 @@ def test_nccl_data_declines_and_its_layer_sweep_refuses(tmp_path, capsys):
     assert (r["layers"], r["reason"], r["phases"]) == (None, reason, {})
     assert main(["estimate", path, "--sweep", "layers=32", "-o", str(tmp_path / "e")]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line == (f"lumos: error: layers=32: the baseline's layers could not be found in the "
+    assert line == (f"lumos: error: {path}: layers=32: the baseline's layers could not be found in the "
                     f"trace (not detected: {reason}); give --baseline layers=N")  # fmt: skip
 
 
@@ -266,21 +266,23 @@ def test_an_inference_trace_with_module_annotations_keeps_its_36_blocks():
 
 def test_sizes_read_inside_declined_layers_are_withheld_until_the_layers_are_given():
     """Forward ops with (b, s, hidden) = (2, 16, 32) activations, in 4 forward and 3 backward
-    blocks: the verdict declines, so hidden, seq and the micro-batch size are withheld."""
+    blocks: the verdict declines, so hidden, seq, the micro-batch size and the tokens are
+    withheld."""
     g = job_rank([[(4, 3, "mm")]])
     forward = np.array([n.startswith("aten::mm") for n in g.names])[g.tasks.name_idx]
     g = g.replace(dims=("[[2, 16, 32]]",),
                   task_dims_idx=np.where(forward, 0, -1).astype(np.int32))  # fmt: skip
     w = Workload((g,))
     base = detect_baseline(w)
-    assert base.withheld == ("hidden", "seq", "microbatch_size")
+    assert base.withheld == ("hidden", "seq", "microbatch_size", "tokens")
     assert "hidden" not in base.values
     with pytest.raises(ConfigError) as err:
         estimate(w, [parse_scenario(["hidden=64"])])
     assert str(err.value) == (
-        "hidden=64: the baseline's hidden could not be found in the trace (read inside layer "
-        "blocks the detection declined (see `lumos layers`)); give --baseline layers=N to "
-        "accept the repeated blocks `lumos layers` lists, or --baseline hidden=N"
+        "hidden=64: needs the baseline's hidden, which the trace does not show (read inside "
+        "layer blocks the detection declined (see `lumos layers`)); give --baseline layers=N "
+        "to accept the repeated blocks `lumos layers` lists, or --baseline hidden=N (then also "
+        "ffn, tokens)"
     )
     given = detect_baseline(w, {"layers": 4})
     assert (given.withheld, given.values["hidden"], given.values["seq"]) == ((), 32, 16)

@@ -72,9 +72,9 @@ def test_parameters_of_ops():
 def test_the_bundled_run_configuration_is_found(example):
     base = detect_baseline(example)
     assert base.values == {"layers": 2, "hidden": 128, "ffn": 512, "heads": 4, "seq": 64,
-                           "microbatch_size": 8, "vocab": 512, "microbatches": 1, "pp": 1,
-                           "dp": 2}  # fmt: skip
-    assert base.dims() == OLD
+                           "microbatch_size": 8, "tokens": 512, "vocab": 512,
+                           "microbatches": 1, "pp": 1, "dp": 2}  # fmt: skip
+    assert base.dims() == OLD.complete() and OLD.complete().tokens == 512
     given = detect_baseline(example, {"hidden": 96})
     assert given.values["hidden"] == 96 and given.how["hidden"] == "given (--baseline)"
     with pytest.raises(ConfigError, match="--baseline"):

@@ -25,7 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="what-if: predict step time for another configuration",
         description="Replay the traced ranks as the baseline, then simulate each scenario "
         "(--set, repeatable, one KEY=VALUE each; --sweep KEY=V1,V2 for one scenario per value) "
-        f"and compare. Keys: {', '.join(KEYS)}. Writes DIR/estimate.json (rows, baseline first).",
+        f"and compare. Keys: {', '.join(KEYS)}. Writes DIR/estimate.json (rows, baseline first). "
+        "A model size asks only for the baseline values its re-timing uses: hidden needs "
+        "hidden, ffn (it follows hidden unless --set ffn=N) and heads when the trace has "
+        "attention; ffn needs ffn; heads needs heads and hidden; seq and microbatch_size need "
+        "themselves; all need the "
+        "tokens per micro-batch, read from the shapes. A value the trace does not show is "
+        "named in the error, with the --baseline KEY=N that gives it.",
     )
     p.add_argument("paths", nargs="+", metavar="TRACE", help="Kineto traces or a run directory")
     p.add_argument("-o", "--out", required=True, metavar="DIR",
@@ -52,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override a value of the baseline configuration found in the trace "
-        "(see `lumos layers`), e.g. hidden=4096",
+        "(see `lumos layers`), e.g. hidden=4096, seq=2048, tokens=8192 (micro-batch size x "
+        "sequence)",
     )
     p.add_argument(
         "--topology",
@@ -99,14 +106,17 @@ def run(args: argparse.Namespace) -> int:
 
     edited: list[tuple[Any, Any]] = []
     keep = (lambda s, w: edited.append((s, w))) if args.chakra else None
-    est = estimate(
-        workload,
-        scenarios,
-        comm_model=factory,
-        baseline=parse_baseline(args.baseline),
-        on_edited=keep,
-        device_memory=parse_size(args.device_memory) if args.device_memory else None,
-    )
+    try:
+        est = estimate(
+            workload,
+            scenarios,
+            comm_model=factory,
+            baseline=parse_baseline(args.baseline),
+            on_edited=keep,
+            device_memory=parse_size(args.device_memory) if args.device_memory else None,
+        )
+    except ConfigError as exc:  # a scenario the trace cannot answer: say which trace
+        raise ConfigError(f"{traces_named(args.paths)}: {exc}") from None
     est = type(est)(est.rows, tuple(sources), est.baseline)
     path = write_estimate(est, args.out)
     print(format_estimate(est.to_dict()))
@@ -120,6 +130,11 @@ def run(args: argparse.Namespace) -> int:
             )
             print(f"wrote {n} Chakra ET(s) {prefix}.<rank>.et ({scenario.label}{note})")
     return 0
+
+
+def traces_named(paths: list[str]) -> str:
+    """The traces of a command, for an error: the one path, or the first and how many more."""
+    return paths[0] if len(paths) == 1 else f"{paths[0]} (+{len(paths) - 1} more)"
 
 
 def scenario_prefix(prefix: str, label: str, many: bool) -> str:

@@ -45,6 +45,7 @@ from lumos.estimate.layers import (
     marked,
 )
 from lumos.estimate.memory_edit import resident_ratio, resize_memory, scale_resident
+from lumos.estimate.needs import require
 from lumos.estimate.pipeline import reschedule
 from lumos.estimate.pipeline_edits import interleave_edit, merge_edit, split_edit
 from lumos.estimate.pipeline_edits import refuse_sends_in_flight as _refuse_in_flight
@@ -138,8 +139,9 @@ def reshape_workload(
         pp = new_pp
     shape_changes = {k: v for k, v in changes.items() if k in _SHAPE_KEYS}
     act_ratio = 1.0
-    if any(base.values.get(k) != v for k, v in shape_changes.items()):
-        old_dims = base.dims()
+    old_dims = base.dims()
+    if any(getattr(old_dims, k) != v for k, v in shape_changes.items()):
+        require(workload, base, shape_changes)
         new_dims = _new_dims(old_dims, shape_changes)
         model = workload._cache.get("shape_model")
         if model is None:
@@ -176,14 +178,15 @@ def reshape_workload(
                        "launch GPU work kept (dispatch)")  # fmt: skip
             fitted += f" (device time: {len(dev_model.fits)} op names)"
         edits.append(Edit(
-            name=", ".join(f"{k} {base.values.get(k)} -> {v}" for k, v in shape_changes.items()),
+            name=", ".join(f"{k} {getattr(old_dims, k)} -> {v}" for k, v in shape_changes.items()),
             tasks_retimed=stats_all["retimed"], model=fitted, detail=detail,
         ))  # fmt: skip
         layers_ratio = changes.get("layers", old_layers) / old_layers if old_layers > 0 else 1.0
         param_ratio = _param_ratio(workload, base, layers_ratio, new_dims)
-        act_ratio = (new_dims.microbatch_size * new_dims.seq * new_dims.hidden) / (
-            old_dims.microbatch_size * old_dims.seq * old_dims.hidden
-        )
+        # p2p messages carry (tokens, hidden) activations; an unknown hidden is unchanged
+        act_ratio = new_dims.tokens / old_dims.tokens
+        if old_dims.hidden > 0:
+            act_ratio *= new_dims.hidden / old_dims.hidden
     if param_ratio != 1.0 or act_ratio != 1.0:
         graphs, e = resize_comms(graphs, param_ratio, act_ratio)
         edits.append(e)
@@ -219,15 +222,19 @@ def reshape_workload(
 
 
 def _new_dims(old: Dims, ch: Mapping[str, int]) -> Dims:
+    """``old`` (completed) with the changes ``ch``; a size it does not know stays unknown
+    (:func:`~lumos.estimate.needs.require` has checked that every one that changes is
+    known)."""
     hidden = ch.get("hidden", old.hidden)
     # Megatron's default: the FFN follows the hidden size unless it is given
-    ffn = ch.get("ffn", old.ffn * hidden // old.hidden)
+    ffn = ch.get("ffn", old.ffn * hidden // old.hidden if old.ffn > 0 else old.ffn)
     heads = ch.get("heads", old.heads)
-    if hidden % heads:
+    if hidden > 0 and heads > 0 and hidden % heads:
         raise ConfigError(f"hidden={hidden} is not a multiple of heads={heads}")
-    return Dims(microbatch_size=ch.get("microbatch_size", old.microbatch_size),
-                seq=ch.get("seq", old.seq), hidden=hidden, ffn=ffn, heads=heads,
-                vocab=old.vocab)  # fmt: skip
+    b = ch.get("microbatch_size", old.microbatch_size)
+    s = ch.get("seq", old.seq)
+    return Dims(microbatch_size=b, seq=s, hidden=hidden, ffn=ffn, heads=heads,
+                vocab=old.vocab, tokens=b * s if b > 0 and s > 0 else old.tokens)  # fmt: skip
 
 
 def _resize(graphs, maps, level, new_count):

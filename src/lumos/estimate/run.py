@@ -28,9 +28,10 @@ new over recorded (:mod:`lumos.cost.comm_relative`), so ``dp`` at the recorded d
 baseline row to the ns; the others replay communication as traced, so a straggler delays the
 other ranks exactly through the collectives that wait for it.
 
-Every scenario is checked before anything is simulated: a value it changes that the trace does
+Every scenario is checked before anything is simulated: a value it needs that the trace does
 not state, or that the detection declined (the layers and the sizes read inside them, the
-data-parallel degree), is a :class:`~lumos.errors.ConfigError` naming ``--baseline KEY=N``.
+data-parallel degree), is a :class:`~lumos.errors.ConfigError` naming ``--baseline KEY=N``;
+a model size asks only for the values its re-timing uses (:mod:`lumos.estimate.needs`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ from numpy.typing import NDArray
 from lumos._io import atomic_write
 from lumos.cost.comm_relative import RelativeCommCost, dp_collectives
 from lumos.errors import ConfigError, SimulationError
-from lumos.estimate.baseline import IN_LAYERS, Baseline, detect_baseline
+from lumos.estimate.baseline import Baseline, detect_baseline
+from lumos.estimate.needs import require
 from lumos.estimate.reshape import Edit, reshape_workload
 from lumos.estimate.scenario import Scenario
 from lumos.graph.edits import slow_down
@@ -215,9 +217,10 @@ def _check(
     if base is None:
         return
     try:
-        for key, value in s.model:
-            if (key == "layers" or key in IN_LAYERS) and value != base.values.get(key):
-                base.need(key)
+        model = dict(s.model)
+        if "layers" in model and model["layers"] != base.values.get("layers"):
+            base.need("layers")
+        require(workload, base, model)
         if s.dp is not None:
             base.need("dp")
     except ConfigError as exc:

@@ -28,7 +28,8 @@ key                             meaning
 ==============================  ===============================================================
 
 The model keys (``layers`` to ``pp``) are applied by :mod:`lumos.estimate.reshape` against the
-baseline configuration found in the trace (:mod:`lumos.estimate.baseline`).
+baseline configuration found in the trace (:mod:`lumos.estimate.baseline`); each model size asks
+only for the baseline values its re-timing uses (:mod:`lumos.estimate.needs`).
 
 ``--sweep KEY=V1,V2,...`` gives one scenario per value (on top of the ``--set`` ones).
 """

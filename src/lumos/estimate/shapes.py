@@ -3,13 +3,15 @@
 Three steps, each on the trace's own evidence:
 
 1. **What each recorded dimension means.** A dimension is matched by value against the baseline
-   configuration's quantities (:class:`Dims`): ``tokens`` (micro-batch size x sequence), ``b``,
-   ``s``, ``heads``, ``h``, ``3h``, ``f``, ``2f``, ``hd`` (h / heads), ``vocab``. Where two
+   configuration's known quantities (:class:`Dims`): ``tokens`` (micro-batch size x
+   sequence), ``b``, ``s``, ``heads``, ``h``, ``3h``, ``f``, ``2f``, ``hd`` (h / heads),
+   ``vocab``; an unknown one matches nothing, so its dimensions are kept. Where two
    quantities share a value (``tokens == f`` is common), the tensor's role decides: the leading
    dimensions of an activation are token-like, its last one and every dimension of a weight
    are feature-like; inside a layer ``f`` wins over ``vocab``, outside it ``vocab`` does. A
    3-D or 4-D activation whose leading dimensions are ``(b, s)`` or ``(b, heads, s)`` is read
-   by position. Choices that remained ambiguous are counted.
+   by position (``b`` and ``s`` unknown: any pair whose product is ``tokens``, kept as
+   recorded). Choices that remained ambiguous are counted.
 2. **How much work an op does** with the old and the new shapes: ``2 M K N`` for matrix
    products (``mm``, ``addmm``, ``bmm``, ``baddbmm``), ``4 B H Sq Sk D`` for attention, the
    number of input elements for everything else (matrix-product FLOPs as
@@ -29,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -55,22 +57,40 @@ _FEATURE_OUT = ("h", "vocab", "3h", "f", "2f", "hd", "s")
 
 @dataclass(frozen=True)
 class Dims:
-    """Model sizes in users' words: micro-batch size, sequence, hidden, FFN, heads, vocab."""
+    """Model sizes in users' words: micro-batch size, sequence, hidden, FFN, heads, vocab, and
+    ``tokens`` (micro-batch size x sequence, read from the shapes as a whole). ``-1``: not
+    known. :meth:`complete` derives what the others imply (``tokens = b x s``, ``s = tokens /
+    b``, ``b = tokens / s``); an unknown quantity matches no dimension, so it is kept."""
 
-    microbatch_size: int
-    seq: int
-    hidden: int
-    ffn: int
-    heads: int
+    microbatch_size: int = -1
+    seq: int = -1
+    hidden: int = -1
+    ffn: int = -1
+    heads: int = -1
     vocab: int = -1
+    tokens: int = -1
+
+    def complete(self) -> Dims:
+        """These sizes with ``tokens``, ``seq`` and ``microbatch_size`` derived from each
+        other where two of them are known."""
+        b, s, t = self.microbatch_size, self.seq, self.tokens
+        if t <= 0 and b > 0 and s > 0:
+            t = b * s
+        if t > 0 and b > 0 and s <= 0 and t % b == 0:
+            s = t // b
+        if t > 0 and s > 0 and b <= 0 and t % s == 0:
+            b = t // s
+        return replace(self, microbatch_size=b, seq=s, tokens=t)
 
     def quantities(self) -> dict[str, int]:
-        b, s, h, f, n = self.microbatch_size, self.seq, self.hidden, self.ffn, self.heads
-        q = {"tokens": b * s, "b*heads": b * n, "b": b, "s": s, "heads": n, "h": h,
-             "3h": 3 * h, "f": f, "2f": 2 * f, "hd": h // max(n, 1)}  # fmt: skip
-        if self.vocab > 0:
-            q["vocab"] = self.vocab
-        return q
+        """Each known quantity's value (see the module docstring)."""
+        d = self.complete()
+        b, s, h, f, n = d.microbatch_size, d.seq, d.hidden, d.ffn, d.heads
+        q = {"tokens": d.tokens, "b*heads": b * n if b > 0 and n > 0 else -1, "b": b, "s": s,
+             "heads": n, "h": h, "3h": 3 * h if h > 0 else -1, "f": f,
+             "2f": 2 * f if f > 0 else -1, "hd": h // n if h > 0 and n > 0 else -1,
+             "vocab": d.vocab}  # fmt: skip
+        return {k: v for k, v in q.items() if v > 0}
 
 
 def _prod(shape: list[int]) -> int:
@@ -104,19 +124,40 @@ class _Mapper:
     def shape(self, shape: list[int], weight: bool, inside: bool) -> list[int]:
         if not shape:
             return shape
-        o = self.old
         if not weight and len(shape) >= 3:
-            if shape[0] == o["b"] and shape[1] == o["s"]:
-                lead = [self.new["b"], self.new["s"]]
-                return lead + [self.value(x, "feature", inside) for x in shape[2:]]
-            if len(shape) == 4 and shape[0] == o["b"] and shape[2] == o["s"]:
-                n = self.new
-                return [n["b"], n["heads"], n["s"], self.value(shape[3], "feature", inside)]
+            lead = self._by_position(shape, inside)
+            if lead is not None:
+                return lead
         if weight:
             return [self.value(x, "feature", inside) for x in shape]
         return [self.value(x, "token", inside) for x in shape[:-1]] + [
             self.value(shape[-1], "feature", inside)
         ]
+
+    def _by_position(self, shape: list[int], inside: bool) -> list[int] | None:
+        """An activation read by position, ``(b, s, ...)`` or ``(b, heads, s, x)``: ``b``
+        and ``s`` are the micro-batch size and the sequence where both are known, else any
+        pair whose product is the token count, kept as recorded (a what-if that changes
+        either needs both: :mod:`lumos.estimate.needs`). None for other shapes."""
+        o, n = self.old, self.new
+        known = "b" in o and "s" in o
+        if not known and "tokens" not in o:
+            return None
+
+        def lead(x: int, y: int) -> list[int] | None:
+            if known:
+                return [n["b"], n["s"]] if (x, y) == (o["b"], o["s"]) else None
+            return [x, y] if x * y == o["tokens"] else None
+
+        bs = lead(shape[0], shape[1])
+        if bs is not None:
+            return bs + [self.value(x, "feature", inside) for x in shape[2:]]
+        bs = lead(shape[0], shape[2]) if len(shape) == 4 else None
+        if bs is None:
+            return None
+        # a mask broadcast over the heads (one head) stays one
+        heads = n.get("heads", shape[1]) if shape[1] == o.get("heads") else shape[1]
+        return [bs[0], heads, bs[1], self.value(shape[3], "feature", inside)]
 
 
 def map_dims(
