@@ -65,3 +65,31 @@ def test_info_example_is_the_bundled_two_rank_run(capsys):
     assert main(["info", "--example"]) == 0
     out = capsys.readouterr().out
     assert "rank 0/2  backend gloo  device CPU" in out and "ProfilerStep#3" in out
+
+
+def test_info_of_a_job_prints_its_summary_first_and_one_line_per_rank(capsys):
+    """DLRM's 8 ranks (issue #32: 104 lines, no job summary): the step's slowest and fastest
+    rank with their spread, the collectives every rank shares, each note with how many ranks
+    carry it, then one line per rank; ``--all-ranks`` adds every rank's detail."""
+    assert main(["info", str(trace("dlrm_kineto_8rank"))]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:5] == [
+        "job: 8 ranks of world 8, backend nccl, device Tesla V100-SXM2-32GB",
+        "  ProfilerStep#10: slowest rank 1 19.901 ms, fastest rank 7 12.509 ms "
+        "(spread 59.1 %, 8 of 8 ranks)",
+        "  collectives (every rank): all_reduce x3 (2.5 MB), all_to_all x5 (0.1 MB)",
+        "  note (8 of 8 ranks): no cuda_sync events: inter-stream dependencies inferred from "
+        "runtime calls",
+        "  rank  events  kernels  steps",
+    ]
+    assert lines[5:13] == [
+        f"  {r:>4}  {e:>6}  {k:>7}  {ms} ms"
+        for r, e, k, ms in [(0, 3290, 245, "14.455"), (1, 3424, 310, "19.901"),
+                            (2, 3268, 246, "13.017"), (3, 3474, 315, "19.313"),
+                            (4, 3310, 251, "17.979"), (5, 3250, 245, "17.797"),
+                            (6, 3272, 246, "13.091"), (7, 3250, 246, "12.509")]
+    ]  # fmt: skip
+    assert len(lines) == 14 and "lumos info --all-ranks" in lines[13]
+    assert main(["info", str(trace("dlrm_kineto_8rank")), "--all-ranks"]) == 0
+    detail = capsys.readouterr().out.splitlines()
+    assert detail[:14] == lines and len(detail) == 14 + 104

@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="*", metavar="TRACE", help="trace files or directories")
     p.add_argument("--json", action="store_true", help="print one JSON object per trace")
+    p.add_argument("--all-ranks", action="store_true",
+                   help="with the Kineto traces of more than two ranks of one job: every "
+                        "rank's detail after the job summary (default: one line per rank)")  # fmt: skip
     p.add_argument(
         "--example",
         action="store_true",
@@ -67,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         raise LumosError("info needs at least one TRACE path (or --example)")
     refs = expand_paths(paths)
     failures = 0
+    summaries = []
     for ref in refs:
         try:
             summary = summarize_ref(ref)
@@ -79,6 +83,17 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(summary, sort_keys=False))
         else:
+            summaries.append(summary)
+    if summaries:
+        from lumos.cli.info_job import format_job, job_ranks
+
+        job = job_ranks(summaries)
+        if job:
+            print(format_job(job))
+        in_job = {id(s) for s in job} if not args.all_ranks else set()
+        for summary in summaries:
+            if id(summary) in in_job:
+                continue
             print(format_summary(summary))
     return 1 if failures else 0
 
