@@ -83,7 +83,8 @@ def main() -> None:
             t0 = time.perf_counter()
             subprocess.run(cmd, check=True, capture_output=True)
             best = min(best, time.perf_counter() - t0)
-        tasks = (out / "replay.perfetto.json").read_bytes().count(b'"task_idx":')  # one a task
+        # one a replayed task (the recording beside it and the critical-path copies have none)
+        tasks = (out / "replay.perfetto.json").read_bytes().count(b'"recorded_ts_us":')
         out_mb = sum(f.stat().st_size for f in out.iterdir()) / 1e6
         what = "distinct" if a.distinct else "replicated"
         print(f"{a.ranks} ranks, {size / 1e6:.0f} MB of Kineto traces ({what}), {tasks} tasks")
