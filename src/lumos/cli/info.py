@@ -14,7 +14,7 @@ from lumos.ingest.detect import TraceRef, expand_paths
 from lumos.ingest.kineto import trace_from_bytes
 from lumos.ingest.summary import summarize_kineto
 
-__all__ = ["register", "summarize_ref"]
+__all__ = ["collectives_text", "register", "summarize_ref"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -110,6 +110,20 @@ def _device(s: dict[str, Any]) -> str:
     return "GPU (model not in the trace)" if s["streams"] else "CPU"
 
 
+def collectives_text(s: dict[str, Any]) -> str:
+    """``all_reduce x3 (2.5 MB), ...``: a Kineto summary's collectives by kind, count and
+    total size (sizes the trace does not give said so)."""
+    unknown = s.get("collective_size_unknown", {})
+
+    def size(k: str, n: int) -> str:
+        if unknown.get(k, 0) == n:
+            return "size unknown"
+        mb = f"{s['collective_bytes'].get(k, 0) / 1e6:.1f} MB"
+        return mb + (f", {unknown[k]} of unknown size" if unknown.get(k) else "")
+
+    return ", ".join(f"{k} x{n} ({size(k, n)})" for k, n in s["collectives"].items())
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """A human-readable rendering of :func:`summarize_ref`'s result."""
     lines = [f"{s['path']}  [{s['kind']}]"]
@@ -133,16 +147,7 @@ def format_summary(s: dict[str, Any]) -> str:
             f"{st['num_memcpy']} memcpy, {st['num_memset']} memset, busy {_ms(st['busy_ns'])}"
         )
     if s["collectives"]:
-        unknown = s.get("collective_size_unknown", {})
-
-        def size(k: str, n: int) -> str:
-            if unknown.get(k, 0) == n:
-                return "size unknown"
-            mb = f"{s['collective_bytes'].get(k, 0) / 1e6:.1f} MB"
-            return mb + (f", {unknown[k]} of unknown size" if unknown.get(k) else "")
-
-        parts = [f"{k} x{n} ({size(k, n)})" for k, n in s["collectives"].items()]
-        lines.append("  collectives: " + ", ".join(parts))
+        lines.append("  collectives: " + collectives_text(s))
     if s["comm_kernels"]:
         ns = s.get("comm_kernel_ns", {})
         parts = [f"{k} x{n} ({_ms(ns.get(k, 0))})" for k, n in s["comm_kernels"].items()]

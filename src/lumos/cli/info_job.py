@@ -34,9 +34,9 @@ def _ms(ns: int) -> str:
 
 
 def _collectives(s: dict[str, Any]) -> str:
-    parts = [f"{k} x{n} ({s['collective_bytes'].get(k, 0) / 1e6:.1f} MB)"
-             for k, n in s["collectives"].items()]  # fmt: skip
-    return ", ".join(parts) or "none"
+    from lumos.cli.info import collectives_text
+
+    return collectives_text(s) or "none"
 
 
 def format_job(job: list[dict[str, Any]]) -> str:
@@ -72,8 +72,10 @@ def format_job(job: list[dict[str, Any]]) -> str:
         kernels = s["categories"].get("kernel", 0)
         steps = "  ".join(_ms(st["dur_ns"]) for st in s["steps"])
         lines.append(f"  {s['rank']:>4}  {s['num_events']:>6}  {kernels:>7}  {steps}")
-    lines.append("  (every rank's detail: lumos info --all-ranks; the rank the others wait for, "
-                 "which need not be the slowest step's: lumos advise)")
+    lines.append(
+        "  (every rank's detail: lumos info --all-ranks; the rank the others wait for, "
+        "which need not be the slowest step's: lumos advise)"
+    )
     return "\n".join(lines)
 
 
