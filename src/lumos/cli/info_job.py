@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from lumos.cli.info import _ms, collectives_text
+
 __all__ = ["format_job", "job_ranks"]
 
 
@@ -29,13 +31,7 @@ def job_ranks(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(kineto, key=lambda s: s["rank"])
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:.3f} ms"
-
-
 def _collectives(s: dict[str, Any]) -> str:
-    from lumos.cli.info import collectives_text
-
     return collectives_text(s) or "none"
 
 

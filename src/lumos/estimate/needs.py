@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lumos.errors import ConfigError
-from lumos.estimate.baseline import Baseline
+from lumos.estimate.baseline import IN_LAYERS, Baseline
 from lumos.graph.model import Workload
 
 __all__ = ["asks", "missing", "require"]
@@ -54,7 +54,8 @@ _TOKENS = ("tokens per micro-batch (micro-batch size x sequence), which tells a 
            "from a feature dimension of the same size")  # fmt: skip
 _FOLLOWS = {"seq": "the micro-batch size follows as tokens / seq",
             "microbatch_size": "the sequence follows as tokens / microbatch_size"}  # fmt: skip
-_SHAPE_KEYS = ("hidden", "ffn", "heads", "seq", "microbatch_size")
+#: the keys whose re-timing maps recorded shapes (the sizes read inside the layer blocks)
+_SHAPE_KEYS = IN_LAYERS
 _ATTENTION = ("scaled_dot_product", "flash_attention", "efficient_attention", "_attention_",
               "aten::bmm", "aten::baddbmm")  # fmt: skip
 _BATCHED = ("aten::bmm", "aten::baddbmm")
