@@ -19,6 +19,7 @@ from lumos.graph.model import (
     Waits,
     Workload,
 )
+from lumos.graph.synthetic import GraphBuilder
 
 
 def tiny() -> ExecGraph:
@@ -103,6 +104,24 @@ def test_validate_detects_broken_graphs() -> None:
         ).validate()
     with pytest.raises(GraphError, match="out of range"):
         g.replace(tasks=g.tasks.replace(name_idx=np.array([0, 1, 5])))
+
+
+def test_validate_checks_annotations_that_cover_tasks_and_accepts_empty_ones() -> None:
+    """A step covering no task is valid, even in a graph with no task at all (validate used to
+    index the empty task table with it and raise IndexError); a span starting on another
+    processor than its own is still refused."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    b.annotate("ProfilerStep#0", th, -1, -1, dur_ns=50)
+    empty = b.build()
+    assert empty.validate() is empty
+    b = GraphBuilder()
+    th, st = b.thread(1), b.stream(7)
+    k = b.task(st, "gemm", 5)
+    b.annotate("ProfilerStep#0", th, -1, -1)
+    b.annotate("ProfilerStep#1", th, k, k)
+    with pytest.raises(GraphError, match=r"annotation 1 \('ProfilerStep#1'\) must start on its own"):
+        b.build().validate()
 
 
 def test_workload_sorted_and_unique() -> None:

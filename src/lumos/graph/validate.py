@@ -137,19 +137,21 @@ def validate_graph(g: ExecGraph) -> None:
         if i is not None:
             raise GraphError(f"{where}: annotation {i} has only one of first/last task")
         has = f >= 0
-        fs, ls = np.maximum(f, 0), np.maximum(la, 0)
-        # the span starts on its own processor; it may end with work on another one (a step
-        # annotated on a thread that does none of the step's work)
-        same = t.processor_idx[ls] == a.processor_idx
-        bad = has & (
-            (t.processor_idx[fs] != a.processor_idx) | (same & (t.order[fs] > t.order[ls]))
-        )
-        i = _first_bad(bad)
-        if i is not None:
-            raise GraphError(
-                f"{where}: annotation {i} ({g.names[int(a.name_idx[i])]!r}) must start on "
-                f"its own processor, and first <= last there"
+        # spans covering no task have nothing to check (and index nothing: a graph may have none)
+        if has.any():
+            fs, ls = np.maximum(f, 0), np.maximum(la, 0)
+            # the span starts on its own processor; it may end with work on another one (a step
+            # annotated on a thread that does none of the step's work)
+            same = t.processor_idx[ls] == a.processor_idx
+            bad = has & (
+                (t.processor_idx[fs] != a.processor_idx) | (same & (t.order[fs] > t.order[ls]))
             )
+            i = _first_bad(bad)
+            if i is not None:
+                raise GraphError(
+                    f"{where}: annotation {i} ({g.names[int(a.name_idx[i])]!r}) must start on "
+                    f"its own processor, and first <= last there"
+                )
 
     _check_range("comms.pg_idx", c.pg_idx, len(g.process_groups), allow_none=True)
 
