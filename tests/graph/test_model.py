@@ -120,7 +120,9 @@ def test_validate_checks_annotations_that_cover_tasks_and_accepts_empty_ones() -
     k = b.task(st, "gemm", 5)
     b.annotate("ProfilerStep#0", th, -1, -1)
     b.annotate("ProfilerStep#1", th, k, k)
-    with pytest.raises(GraphError, match=r"annotation 1 \('ProfilerStep#1'\) must start on its own"):
+    with pytest.raises(
+        GraphError, match=r"annotation 1 \('ProfilerStep#1'\) must start on its own"
+    ):
         b.build().validate()
 
 
