@@ -8,6 +8,8 @@ import pytest
 from lumos.diagnostics import Diagnostics
 from lumos.errors import GraphError
 from lumos.graph.model import (
+    AnnotationKind,
+    Annotations,
     DepKind,
     Edges,
     ExecGraph,
@@ -124,6 +126,38 @@ def test_validate_checks_annotations_that_cover_tasks_and_accepts_empty_ones() -
         GraphError, match=r"annotation 1 \('ProfilerStep#1'\) must start on its own"
     ):
         b.build().validate()
+
+
+def test_validate_checks_what_waits_block_and_where_spans_start() -> None:
+    """A wait blocks a CPU task (the launch call on thread 0), never a GPU task (the kernel,
+    task 2). A span starts on its own processor and, when it ends there too, not before it
+    starts; it may end on another processor (a step annotated on a thread that does none of
+    its work)."""
+    g = tiny()
+
+    def waiting(task: int) -> ExecGraph:
+        w = Waits.create(task_idx=[task], kind=[WaitKind.STREAM], target_processor_idx=[1])
+        return g.replace(waits=w)
+
+    waiting(1).validate()
+    with pytest.raises(GraphError, match=r"^rank 0: wait 0 blocks a GPU task, "):
+        waiting(2).validate()
+
+    def span(processor: int, first: int, last: int) -> ExecGraph:
+        a = Annotations.create(
+            name_idx=[0], kind=[AnnotationKind.USER], processor_idx=[processor],
+            first_task_idx=[first], last_task_idx=[last], ts_ns=[0], dur_ns=[50],
+        )  # fmt: skip
+        return g.replace(annotations=a)
+
+    for ok in ((0, 0, 1), (0, 1, 1), (0, 1, 2), (1, 2, 1), (0, -1, -1)):
+        span(*ok).validate()
+    bad = r"annotation 0 \('op'\) must start on its own processor, and first <= last there"
+    for wrong in ((0, 1, 0), (1, 0, 1), (0, 2, 2)):
+        with pytest.raises(GraphError, match=bad):
+            span(*wrong).validate()
+    with pytest.raises(GraphError, match="annotation 0 has only one of first/last task"):
+        span(0, 0, -1).validate()
 
 
 def test_workload_sorted_and_unique() -> None:
