@@ -14,17 +14,20 @@ onto lanes beside the thread; before, they were no task and a replay of both ran
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from tests.conftest import DATA
 
 from lumos.graph.build import build_graph
+from lumos.graph.build_gloo import gloo_lanes, on_lanes
 from lumos.graph.build_tasks import GLOO_LEFT_OUT
 from lumos.graph.model import TaskKind
-from lumos.ingest.kineto import read_kineto
+from lumos.ingest.kineto import read_kineto, trace_from_bytes
 from lumos.replay import build_workload, parse_scale, replay
 
 FSDP = sorted((DATA / "gloo_fsdp2_2rank").glob("rank*.kineto.json.gz"))
@@ -112,3 +115,34 @@ def test_pipeline_what_ifs_refuse_sends_in_flight_until_they_can_move_them():
     for setting in (["microbatches=8"], ["schedule=1f1b"]):
         with pytest.raises(ConfigError, match=r"rank\(s\) 0, 1 sent or received while going on"):
             estimate(w, [parse_scenario(setting)])
+
+
+def _cpu(cat: str, name: str, ts: float, dur: float) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+
+def test_a_lone_send_in_flight_gets_a_lane_and_a_blocking_one_none():
+    """One thread, one ``gloo:send`` span (0-100 us), ``aten::add`` at 150 us (outside it: the
+    thread is no gloo worker, whose other work all lies inside its spans). When ``aten::mul``
+    starts inside the span (20 us) the send was in flight: it goes onto one lane appended
+    after the thread (row 1: tid 2**40 + 1, the thread's pid and device, labelled after it),
+    the ops stay on the thread. When ``aten::mul`` starts after it (110 us) the send blocked:
+    no lane, the trace's processors unchanged."""
+    for op_at, lanes in ((20, 1), (110, 0)):
+        doc = {"traceEvents": [_cpu("user_annotation", "gloo:send", 0, 100),
+                               _cpu("cpu_op", "aten::mul", op_at, 10),
+                               _cpu("cpu_op", "aten::add", 150, 10)]}  # fmt: skip
+        trace = trace_from_bytes(json.dumps(doc).encode(), "t.json")
+        send = trace.names.index("gloo:send")
+        out, lane_of = gloo_lanes(trace)
+        want = [1 if trace.events.name_idx[i] == send and lanes else -1 for i in range(3)]
+        assert lane_of.tolist() == want
+        p = out.processors
+        assert p.label == ("thread 1 (pid 1)", "thread 1 (pid 1) gloo p2p 0")[: 1 + lanes]
+        assert p.tid.tolist() == [1, (1 << 40) + 1][: 1 + lanes]
+        assert p.pid.tolist() == [1] * (1 + lanes) and p.device.tolist() == [-1] * (1 + lanes)
+        g = build_graph(trace)
+        comm = g.tasks.kind == int(TaskKind.CPU_COMM)
+        assert [g.names[i] for i in g.tasks.name_idx[comm]] == ["gloo:send"]
+        lane_tasks = [g.names[i] for i in g.tasks.name_idx[on_lanes(g)]]
+        assert lane_tasks == ["<start>", "gloo:send"][: 2 * lanes]  # a lane opens like a thread
