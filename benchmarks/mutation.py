@@ -59,7 +59,10 @@ PACKAGES: dict[str, tuple[list[str], list[str]]] = {
     ),
     "sim": (["sim/*"], ["tests/sim"]),
     "estimate": (["estimate/*"], ["tests/estimate"]),
-    "graph": (["graph/*"], ["tests/graph", "tests/memory", "tests/property", "tests/ranks"]),
+    "graph": (
+        ["graph/*"],
+        ["tests/graph", "tests/memory", "tests/property", "tests/ranks", "tests/synth/test_fidelity.py"],
+    ),
     "chakra": (
         ["chakra/_wire.py", "chakra/_wire_attr.py", "chakra/_encode_attrs.py", "chakra/attrs.py",
          "chakra/io.py", "chakra/io_nodes.py", "chakra/schema.py", "chakra/mapping*.py"],
