@@ -135,7 +135,7 @@ def _two_late_syncs(gaps: tuple[int, int]):
 def test_every_cycle_cut_in_one_round_adds_its_frozen_time_to_the_count():
     """Both cycles are cut in the same round; each S falls back to its recorded gap after A,
     1,000,000 and 1,000,501 ns, which its intra-thread edge had as a 0 ns delay: 2,000,501 ns
-    froze: 2.001 ms to the microsecond (2.000 for 1,000,501 ns alone), 20.01 % of a 10 ms step."""
+    froze: 2.001 ms to the microsecond, 20.01 % of a 10 ms step."""
     g, arrive, end, item = _two_late_syncs((1_000_000, 1_000_501))
     d = Diagnostics()
     fixed = settle(g, arrive, end, step_ns=10_000_000, diag=d)
