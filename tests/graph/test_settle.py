@@ -101,3 +101,84 @@ def test_a_graph_that_replays_is_returned_unchanged():
     d = Diagnostics()
     assert settle(ok, arrive, end, step_ns=200, diag=d) is ok
     assert not d
+
+
+def _two_late_syncs(gaps: tuple[int, int]):
+    """Two copies of :func:`_late_sync_graph` on threads 1 and 2 (streams 7 and 8), S reached
+    ``gap`` ns after A ended: two cycles, each closed by a wrongly inferred SYNC edge."""
+    b = GraphBuilder()
+    threads = [b.thread(1), b.thread(2)]
+    streams = [b.stream(7), b.stream(8)]
+    cpu: list[tuple[int, int, int]] = []
+    for th, gap in zip(threads, gaps, strict=True):
+        a = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=0)
+        s = b.task(th, "aten::item", 10, ts_ns=5 + gap)
+        c = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=20 + gap, gap_ns=5)
+        cpu.append((a, s, c))
+    arrive, end = [0] * 10, [0] * 10
+    for (a, s, c), gap in zip(cpu, gaps, strict=True):
+        arrive[a], end[a] = 0, 5
+        arrive[s], end[s] = 5 + gap, 15 + gap
+        arrive[c], end[c] = 20 + gap, 25 + gap
+    for st, (a, s, c), gap in zip(streams, cpu, gaps, strict=True):
+        k1 = b.task(st, "k1", 100, ts_ns=8)
+        k2 = b.task(st, "k2", 50, ts_ns=28 + gap)
+        b.edge(a, k1, DepKind.LAUNCH, 3)
+        b.edge(c, k2, DepKind.LAUNCH, 3)
+        b.edge(k2, s, DepKind.SYNC, 2)
+        arrive[k1], end[k1] = 8, 108
+        arrive[k2], end[k2] = 28 + gap, 78 + gap
+    i64 = np.int64
+    return b.build(), np.array(arrive, i64), np.array(end, i64), [s for _, s, _ in cpu]
+
+
+def test_every_cycle_cut_in_one_round_adds_its_frozen_time_to_the_count():
+    """Both cycles are cut in the same round; each S falls back to its recorded gap after A,
+    1,000,000 and 1,000,501 ns, which its intra-thread edge had as a 0 ns delay: 2,000,501 ns
+    froze: 2.001 ms to the microsecond, 20.01 % of a 10 ms step."""
+    g, arrive, end, item = _two_late_syncs((1_000_000, 1_000_501))
+    d = Diagnostics()
+    fixed = settle(g, arrive, end, step_ns=10_000_000, diag=d)
+    assert fixed.num_edges == g.num_edges - 2
+    assert not (fixed.edges.kind == int(DepKind.SYNC)).any()
+    assert d.count(CUT) == 2
+    assert d.example(CUT) == (
+        "2 dependencies the recording contradicts kept at their recorded length: "
+        "2.001 ms, 20.01% of step time"
+    )
+    r = simulate(fixed)
+    assert [int(r.start_ns[s]) for s in item] == [1_000_005, 1_000_506]
+
+
+def test_an_inferred_edge_in_a_cycle_is_cut_before_a_synchronize_even_when_it_runs_with_the_order():
+    """S synchronizes stream 1, whose kernel k1 was inferred to wait for X on stream 2; X
+    queues on stream 2 behind k3, which C launches after S: a cycle through the synchronize
+    (the graph's only wait). The inferred edge X -> k1 agrees with the recorded order (X's
+    launch D, at 0 ns, came before k1's, A at 50 ns; score -50), the synchronize's target was
+    submitted 6 ns before it (score -6): the edge is cut all the same, as any inferred edge goes
+    before a synchronize, and the synchronize still waits for k1 (60 + 100 ns, then its 2 ns)."""
+    b = GraphBuilder()
+    th, s1, s2 = b.thread(1), b.stream(7), b.stream(8)
+    dd = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=0)
+    a = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=50, gap_ns=45)
+    sync = b.task(th, "cudaStreamSynchronize", 2, TaskKind.RUNTIME, ts_ns=56, gap_ns=1)
+    c = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=170, gap_ns=8)
+    k1 = b.task(s1, "k1", 100, ts_ns=60)
+    k3 = b.task(s2, "k3", 50, ts_ns=178)
+    x = b.task(s2, "x", 10, ts_ns=228)
+    b.edge(dd, x, DepKind.LAUNCH, 3)
+    b.edge(a, k1, DepKind.LAUNCH, 5)
+    b.edge(c, k3, DepKind.LAUNCH, 3)
+    b.edge(x, k1, DepKind.INTER_STREAM)
+    b.wait(sync, WaitKind.STREAM, stream=s1)
+    g = b.build()
+    arrive = np.array([0, 50, 56, 170, 60, 178, 228], dtype=np.int64)
+    end = np.array([5, 55, 162, 175, 160, 228, 238], dtype=np.int64)
+    d = Diagnostics()
+    fixed = settle(g, arrive, end, step_ns=1_000, diag=d)
+    assert d.count(CUT) == 1
+    assert len(fixed.waits) == 1
+    assert not (fixed.edges.kind == int(DepKind.INTER_STREAM)).any()
+    r = simulate(fixed)
+    assert (int(r.start_ns[k1]), int(r.end_ns[sync])) == (60, 162)
+    _ = k3

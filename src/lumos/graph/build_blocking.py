@@ -121,13 +121,17 @@ def shorten_blocking(
         dur[w] = c_end - start
 
 
+#: "No previous event": earlier than any recorded time (-1 ns is a time a trace can hold).
+_NO_PREVIOUS = np.iinfo(np.int64).min
+
+
 def _previous_end_on_processor(ev: Events) -> NDArray[np.int64]:
     """For every event, the end of the previous event on its processor (events are sorted by
-    processor, then start); -1 for a processor's first."""
-    out = np.full(len(ev), -1, dtype=np.int64)
+    processor, then start); :data:`_NO_PREVIOUS` for a processor's first."""
+    out = np.full(len(ev), _NO_PREVIOUS, dtype=np.int64)
     if len(ev) > 1:
         same = ev.processor_idx[1:] == ev.processor_idx[:-1]
-        out[1:] = np.where(same, (ev.ts_ns + ev.dur_ns)[:-1], -1)
+        out[1:] = np.where(same, (ev.ts_ns + ev.dur_ns)[:-1], _NO_PREVIOUS)
     return out
 
 

@@ -15,9 +15,7 @@ edge a delay that is a cost, not a wait:
   counted as an unexplained GPU gap (``gpu_gap_unexplained``);
 * the others get their intrinsic part only (0 for stream and event edges).
 
-:func:`gpu_clock_offset_ns` estimates how far the GPU clock lags or leads the CPU clock, from
-launches onto idle streams: a kernel never starts before the call that launched it began, and
-a launch never costs more than tens of microseconds.
+The GPU clock is put on the CPU clock before any of this, by :mod:`lumos.graph.build_clock`.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ __all__ = [
     "LAUNCH_LATENCY_NOMINAL_NS",
     "TOL_NS",
     "calibrate_gpu",
-    "gpu_clock_offset_ns",
     "idle_launches",
     "launch_latency_ns",
     "processor_chain",
@@ -97,34 +94,6 @@ def launch_latency_ns(latencies: NDArray[np.int64]) -> int:
     if latencies.size == 0:
         return LAUNCH_LATENCY_NOMINAL_NS
     return int(np.clip(np.median(latencies), 0, LAUNCH_LATENCY_MAX_NS))
-
-
-def gpu_clock_offset_ns(
-    layout: TaskLayout,
-    launcher: NDArray[np.int64],
-    ts: NDArray[np.int64],
-    end: NDArray[np.int64],
-    s_src: NDArray[np.int64],
-    s_dst: NDArray[np.int64],
-) -> int:
-    """Nanoseconds to add to GPU timestamps to put them on the CPU clock (0 when consistent).
-
-    Over launches onto idle streams (stream order only: inter-stream edges are not known yet),
-    ``floor`` is the 5th percentile of the time from the launch call's *start* to the task's
-    start. A negative floor means GPU tasks start before they were launched: the GPU clock lags
-    and is moved forward until the floor is the nominal launch latency. A floor beyond
-    :data:`LAUNCH_LATENCY_MAX_NS` is no launch the hardware makes: the GPU clock leads and is
-    moved back the same way. A handful of idle launches (< 8) is too little evidence: 0.
-    """
-    none = np.full(len(layout), _NONE, dtype=np.int64)
-    idle = idle_launches(layout, launcher, ts, _stream_ready(layout, end, s_src, s_dst), none)
-    if idle.size < 8:
-        return 0
-    from_call_start = ts[idle] - ts[launcher[idle]]
-    floor = int(np.percentile(from_call_start, 5))
-    if floor < 0 or floor > LAUNCH_LATENCY_MAX_NS:
-        return LAUNCH_LATENCY_NOMINAL_NS - floor
-    return 0
 
 
 def calibrate_gpu(

@@ -1,0 +1,91 @@
+"""Waits found in the gaps of CPU threads (``lumos.graph.build_gaps``).
+
+Hand-written traces and layouts; every expected edge and delay is worked out from the
+recorded times by the rules of the module's table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lumos.graph.build import build_graph
+from lumos.graph.build_gaps import Candidates
+from lumos.graph.build_tasks import START, TaskLayout
+from lumos.graph.model import DepKind
+from lumos.ingest.kineto import read_kineto
+
+
+def _ev(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
+    pid = 0 if cat == "kernel" else 1
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}  # fmt: skip
+
+
+@pytest.mark.parametrize(("start_us", "released"), [(112, True), (300, False)])
+def test_a_thread_with_one_task_is_released_from_the_window_start_like_any_other(
+    tmp_path: Path, start_us: int, released: bool
+) -> None:
+    """The main thread launches kernel ``k`` (10-110 us) and runs three short ops (1 us gaps:
+    the usual overhead); a second thread's only task starts at ``start_us``. At 112 us its
+    first gap (112 us from the window's start at 0) ends 2 us after ``k`` ended, within a
+    quarter of the gap: ``k`` released it (a SYNC edge with the 2 us reaction; its start edge
+    then carries no recorded offset). At 300 us the reaction would be 190 us, more than a
+    quarter of 300 us: no release, the start stays at its recorded 300 us offset and is counted
+    as unexplained."""
+    events = [
+        _ev("cuda_runtime", "cudaLaunchKernel", 0, 5, correlation=1),
+        _ev("kernel", "k", 10, 100, tid=7, device=0, stream=7, correlation=1),
+        *(_ev("cpu_op", "aten::add", t, 2) for t in (6, 9, 12)),
+        _ev("cpu_op", "aten::copy_", start_us, 10, tid=2),
+    ]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    g = build_graph(read_kineto(p))
+    assert g.calibration["gpu_clock_offset_ns"] == 0
+    names = [g.names[int(i)] for i in g.tasks.name_idx]
+    copy, k = names.index("aten::copy_"), names.index("k")
+    e = g.edges
+    into = {DepKind(int(kind)).name: (int(s), int(d)) for s, kind, d in
+            zip(e.src[e.dst == copy], e.kind[e.dst == copy], e.delay_ns[e.dst == copy],
+                strict=True)}  # fmt: skip
+    start = into["INTRA_THREAD"][0]
+    assert names[start] == "<start>"
+    if released:
+        assert into == {"SYNC": (k, 2_000), "INTRA_THREAD": (start, 0)}
+        assert g.diagnostics.count("thread_start_unexplained") == 0
+    else:
+        assert into == {"INTRA_THREAD": (start, 300_000)}
+        assert g.diagnostics.count("thread_start_unexplained") == 1
+
+
+def test_a_processors_candidate_ends_are_a_running_maximum() -> None:
+    """Candidates are found by a binary search on their ends, so the ends are the running
+    maximum: a long task (20-100 ns) that later, shorter ones overlap still holds the
+    processor busy until 100 ns for them (ends 10, 100, 100, 100, not 10, 100, 30, 40). The
+    anchor and the empty task (start = end) are no candidates; the busy time before each is
+    the sum of the earlier ones' durations (10, 80, 5, 5 ns)."""
+    arrive = np.array([0, 0, 20, 25, 35, 45], dtype=np.int64)
+    end = np.array([0, 10, 100, 30, 40, 45], dtype=np.int64)
+    n = arrive.size
+    layout = TaskLayout(
+        event_idx=np.array([START, 0, 1, 2, 3, 4], dtype=np.int64),
+        kind=np.full(n, 2, dtype=np.int8),
+        processor_idx=np.zeros(n, dtype=np.int32),
+        ts_ns=arrive,
+        dur_ns=end - arrive,
+        is_wait=np.zeros(n, dtype=bool),
+        mark=np.full(n, -1, dtype=np.int32),
+        proc_ptr=np.array([0, n], dtype=np.int64),
+        processors=np.array([0], dtype=np.int32),
+        origin_ns=0,
+    )
+    c = Candidates.of(layout, 0, arrive, end, end)
+    assert c.tasks.tolist() == [1, 2, 3, 4]
+    assert c.ends.tolist() == [10, 100, 100, 100]
+    assert c.starts.tolist() == [0, 20, 25, 35]
+    assert c.busy_before.tolist() == [0, 10, 90, 95, 100]
