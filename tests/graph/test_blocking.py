@@ -96,24 +96,26 @@ def test_a_copy_first_on_its_stream_was_not_queued_whatever_the_clock_reads(
     ]
 
 
+@pytest.mark.parametrize("shift_us", [0, -50])
 def test_a_launch_that_blocked_on_a_full_queue_keeps_its_usual_cost_and_waits_for_a_slot(
-    tmp_path,
+    tmp_path, shift_us
 ):
     """Seven launches of 2 us every 3 us from t = 0, their kernels 100 us each back to back
     from 5 us. The fourth launch (9 us) lasts 97 us, more than 10 x the name's median (2 us), and
     returns 1 us after the first kernel ended (105 us; 1 us is within 10 % of its 95 us excess):
     it blocked until that kernel freed a queue slot. It keeps the median, 2 us, and the next
     launch (107 us) waits for that kernel with the recorded 2 us reaction. The first kernel's
-    launch began at t = 0: a launch time like any other."""
+    launch began at t = 0, or (the whole trace 50 us earlier) at -50 us: launch times like any
+    other."""
     events = []
     for i, (start, dur) in enumerate(zip((0, 3, 6, 9, 107, 110, 113), (2, 2, 2, 97, 2, 2, 2),
                                          strict=True)):  # fmt: skip
-        events += [_call("cudaLaunchKernel", start, dur, i + 1),
-                   _gpu("kernel", f"k{i}", 5 + 100 * i, 100, i + 1)]  # fmt: skip
+        events += [_call("cudaLaunchKernel", start + shift_us, dur, i + 1),
+                   _gpu("kernel", f"k{i}", 5 + 100 * i + shift_us, 100, i + 1)]  # fmt: skip
     g = build_graph(_read(tmp_path, events))
     assert g.calibration["gpu_clock_offset_ns"] == 0
     assert g.diagnostics.count("blocking_call_split") == 1
-    assert _tasks(g)[4] == ("cudaLaunchKernel", 9_000, 2_000)
+    assert _tasks(g)[4] == ("cudaLaunchKernel", (9 + shift_us) * 1_000, 2_000)
     e = g.edges
     sync = [(g.names[int(g.tasks.name_idx[s])], int(d), int(dl))
             for s, d, k, dl in zip(e.src, e.dst, e.kind, e.delay_ns, strict=True)

@@ -218,7 +218,8 @@ def blocked_calls(
         gpu = np.flatnonzero(on_stream & (layout.event_idx >= 0) & (end > arrive))
         by_end = gpu[np.argsort(end[gpu], kind="stable")]
         ends = end[by_end]
-        launch_ts = np.where(launcher >= 0, arrive[np.maximum(launcher, 0)], -1)
+        launched = launcher >= 0  # a time cannot mark "no launch": a trace may hold any
+        launch_ts = arrive[np.maximum(launcher, 0)]
         for name in np.unique(names[cand]).tolist():
             calls = cand[names[cand] == name]
             typical = int(np.median(dur[calls]))
@@ -230,7 +231,7 @@ def blocked_calls(
                 while k >= 0 and ends[k] > arrive[c]:
                     u = int(by_end[k])
                     k -= 1
-                    if 0 <= launch_ts[u] < arrive[c]:
+                    if launched[u] and launch_ts[u] < arrive[c]:
                         break
                 else:
                     continue
