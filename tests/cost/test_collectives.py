@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from lumos.cost.collectives import Link, collective_time, comm_kind
-from lumos.cost.topology import preset
+from lumos.cost.topology import Topology, preset
 from lumos.errors import ConfigError
 from lumos.graph.kinds import CommType
 
@@ -35,6 +35,10 @@ N = 1 << 20
     # broadcast chain: 7 steps = 3500; pipelined n / 50 = 20971.52 -> 20972
     ("broadcast", "ring", 3500 + 20972),
     ("reduce", "tree", 1500 + 20972),
+    # gather, scatter direct: the root exchanges with p-1 = 7 peers in turn = 3500; 7/8 n = 18350
+    ("gather", "direct", 3500 + 18350),
+    ("scatter", "direct", 3500 + 18350),
+    ("gather", "ring", 3500 + 18350),
     ("send", "auto", 500 + 20972),
     # barrier: log2(8) = 3 steps, no bytes
     ("barrier", "auto", 1500),
@@ -90,3 +94,77 @@ def test_single_rank_is_free_and_bad_input_is_config_error():
     with pytest.raises(ConfigError, match="unknown collective"):
         comm_kind("allsum")
     assert comm_kind("AllReduce") == comm_kind("all-reduce") == CommType.ALL_REDUCE
+
+
+def test_only_reducing_collectives_have_a_reduction_term():
+    """With ``reduce_bw`` = 100 B/ns: a reduce-scatter reduces 7/8 n = 917,504 bytes -> 9175.04
+    ns; an all-gather reduces nothing -> 0 (bandwidth 18,350 and 7 x 500 steps either way)."""
+    rs = collective_time(
+        "reduce_scatter", N, 8, LINK, algorithm="ring", reduce_bw_bytes_per_s=100e9
+    )
+    ag = collective_time("all_gather", N, 8, LINK, algorithm="ring", reduce_bw_bytes_per_s=100e9)
+    assert dict(rs.terms) == {"latency_ns": 3500, "bandwidth_ns": 18350, "reduction_ns": 9175}
+    assert dict(ag.terms) == {"latency_ns": 3500, "bandwidth_ns": 18350, "reduction_ns": 0}
+
+
+def test_hierarchical_reduction_term():
+    """16 ranks on two DGX A100, n = 16 MiB, ``reduce_bw`` = 100 B/ns: an all-reduce or a
+    reduce-scatter reduces (p-1)/p n = 15/16 x 16,777,216 = 15,728,640 bytes -> 157,286.4 ns;
+    an all-gather none. The other terms are those of ``test_hierarchical_on_two_dgx_a100``
+    (all-gather: half of them, 7 x 1000, 7/8 n / 240 = 61,166.93, 1 x 5000, 1/2 n / 184 =
+    45,590.26)."""
+    a100, n = preset("dgx-a100"), 16 << 20
+    terms = {}
+    for kind in ("all_reduce", "reduce_scatter", "all_gather"):
+        t = collective_time(kind, n, 16, a100, algorithm="hierarchical", reduce_bw_bytes_per_s=1e11)
+        terms[kind] = dict(t.terms)
+    assert terms["all_reduce"]["reduction_ns"] == 157_286
+    assert terms["reduce_scatter"] == {"intra_latency_ns": 7000, "intra_bandwidth_ns": 61167,
+                                       "inter_latency_ns": 5000, "inter_bandwidth_ns": 45590,
+                                       "reduction_ns": 157_286}  # fmt: skip
+    assert terms["all_gather"] == {**terms["reduce_scatter"], "reduction_ns": 0}
+
+
+def test_all_to_all_across_nodes_is_bound_by_the_slower_of_nvlink_and_the_nics():
+    """Direct all_to_all over several nodes: one step at the larger latency, bandwidth the
+    larger of the intra part ``(g-1)/p n / B_i`` and the NIC part ``g (p-g)/p n / B_o``.
+
+    Two DGX A100 (g = 8 of p = 16), n = 16 MiB: intra 7/16 n / 240 B/ns = 30,583.5 ns, NICs
+    4 n / 184 B/ns = 364,722.09 ns -> 364,722 (the NICs); latency max(1000, 5000) = 5000.
+    Two nodes of 2 GPUs on a slow 10 B/ns intra link and 100 B/ns of NICs (p = 4, g = 2),
+    n = 4,000,000: intra 1/4 n / 10 = 100,000 ns, NICs n / 100 = 40,000 ns -> 100,000 (the
+    intra link); latency max(300, 2000) = 2000."""
+    t = collective_time("all_to_all", 16 << 20, 16, preset("dgx-a100"))
+    assert (t.algorithm, dict(t.terms)) == (
+        "direct", {"latency_ns": 5000, "bandwidth_ns": 364_722, "reduction_ns": 0})  # fmt: skip
+    slow_inside = Topology(name="slow", gpus_per_node=2, intra_bw_bytes_per_s=10e9,
+                           intra_latency_ns=300, inter_bw_bytes_per_s=100e9,
+                           inter_latency_ns=2000, nics_per_node=1)  # fmt: skip
+    t = collective_time("all_to_all", 4_000_000, 4, slow_inside, algorithm="direct")
+    assert dict(t.terms) == {"latency_ns": 2000, "bandwidth_ns": 100_000, "reduction_ns": 0}
+
+
+def test_a_single_rank_states_its_group_and_a_zero_latency_link_is_valid():
+    """One rank moves nothing but its record still says one rank; a link with no latency is
+    valid (its steps cost 0: the ring all-reduce of the module docstring less its 7000 ns)."""
+    assert collective_time("all_reduce", N, 1, LINK, algorithm="ring").to_dict() == {
+        "kind": "all_reduce", "algorithm": "ring", "size_bytes": N, "ranks": 1, "time_ns": 0,
+        "terms": {"latency_ns": 0, "bandwidth_ns": 0, "reduction_ns": 0}}  # fmt: skip
+    free = Link(bw_bytes_per_s=50e9, latency_ns=0)
+    assert dict(collective_time("all_reduce", N, 8, free, algorithm="ring").terms) == {
+        "latency_ns": 0, "bandwidth_ns": 36700, "reduction_ns": 0}  # fmt: skip
+
+
+def test_bad_arguments_are_named_exactly():
+    """Each invalid argument raises one ConfigError whose message names it and its value."""
+    cases = [
+        (lambda: Link(bw_bytes_per_s=50e9, latency_ns=-1), "latency must be >= 0, got -1"),
+        (lambda: Link(bw_bytes_per_s=0.0, latency_ns=0), "bandwidth must be positive, got 0.0"),
+        (lambda: collective_time("all_reduce", -1, 8, LINK), "size must be >= 0 bytes, got -1"),
+        (lambda: collective_time("all_reduce", N, 0, LINK), "ranks must be >= 1, got 0"),
+        (lambda: collective_time("all_reduce", N, 8, LINK, chunks=0), "chunks must be >= 1, got 0"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ConfigError) as err:
+            call()
+        assert str(err.value) == message
