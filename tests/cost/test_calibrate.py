@@ -81,6 +81,18 @@ def test_fit_by_hand():
     assert fit.predict_ns(0) == pytest.approx(9.0, abs=1e-9)
 
 
+def test_r2_of_times_that_vary_by_less_than_a_nanosecond():
+    """Times 1000, 1000, 1001 ns at 1, 2, 3 kB (averages can differ by a fraction of a ns):
+    their squared deviations sum to ss_tot = 1/9 + 1/9 + 4/9 = 2/3 (below 1). The fitted line
+    has slope 0.5 ns per kB and intercept 1000 1/3 - 1 = 999 1/3 ns, residuals (1/6, -1/3,
+    1/6): ss_res = 1/6, so r2 = 1 - (1/6) / (2/3) = 0.75 and rel_rms = sqrt(1/18) / 1000 1/3."""
+    fit = fit_alpha_beta([1000, 2000, 3000], [1000.0, 1000.0, 1001.0])
+    assert fit.r2 == pytest.approx(0.75, rel=1e-9)
+    assert fit.latency_ns == pytest.approx(999 + 1 / 3, rel=1e-12)
+    assert fit.bw_bytes_per_s == pytest.approx(2e12, rel=1e-9)
+    assert fit.rel_rms == pytest.approx(np.sqrt(1 / 18) / (1000 + 1 / 3), rel=1e-9)
+
+
 def test_fit_edge_cases():
     # a line through the points: r2 exactly 1, no residual
     exact = fit_alpha_beta([100, 300], [1100.0, 1300.0])
