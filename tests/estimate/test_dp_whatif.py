@@ -106,6 +106,8 @@ def test_a_degree_without_data_parallel_communication_refuses_past_itself():
 def test_link_at_factor_one_is_the_baseline_and_a_slow_link_scales_the_bandwidth_term():
     base, same, slow = rows_of(one_rank(), "link=1:1", "link=1:3")
     assert same.step_ns == base.step_ns
+    # no dp: the ratio is to the recorded network, not to a data-parallel degree
+    assert same.model == slow.model == f"comm:{NET}/auto relative to the recording"
     model = collective_time(int(CommType.ALL_REDUCE), MIB, 2, preset(NET))
     ratio = model.with_bandwidth_scaled(3.0).time_ns / model.time_ns
     assert slow.step_ns == 1000 + 300 + round(500 * ratio) + 100
