@@ -50,6 +50,17 @@ def test_tiny_chunks_are_raised_to_one_byte_per_rank():
     assert t.time_ns == 2 * 3580
 
 
+@pytest.mark.parametrize(("kind", "size", "ranks"), [
+    ("all_reduce", 0, 8), ("all_gather", 0, 8), ("all_reduce", N, 1), ("all_to_all", N, 1),
+])  # fmt: skip
+def test_nothing_to_send_costs_nothing(kind, size, ranks):
+    """Size 0 (nothing moves) or one rank (no peer): every term is exactly 0, not an error."""
+    t = astra_time(kind, size, ranks, CFG)
+    assert dict(t.terms) == {"endpoint_ns": 0, "latency_ns": 0, "bandwidth_ns": 0,
+                             "reduction_ns": 0}  # fmt: skip
+    assert (t.time_ns, t.size_bytes, t.ranks) == (0, size, ranks)
+
+
 def test_unsupported():
     with pytest.raises(ConfigError):
         astra_time("broadcast", N, 8, CFG)
@@ -57,3 +68,5 @@ def test_unsupported():
         astra_time("all_reduce", N, 8, CFG, algorithm="direct")
     with pytest.raises(ConfigError):
         AstraConfig(bw_bytes_per_s=1e9, latency_ns=0, chunks=0)
+    with pytest.raises(ConfigError, match="size >= 0, got 8 and -1"):
+        astra_time("all_reduce", -1, 8, CFG)
