@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lumos.errors import ConfigError
 from lumos.estimate.blocks import resize_groups
 from lumos.estimate.layers import Group, find_layers, find_repeat
 from lumos.examples_data import example_run_dir
@@ -122,3 +123,94 @@ def test_doubling_layers_copies_the_kernels_they_launch():
     assert len(kernels) == 6
     launch = g2.edges.kind == int(DepKind.LAUNCH)
     assert sorted(g2.edges.dst[launch].tolist()) == sorted(kernels.tolist())
+
+
+def numbered_layers(n_layers: int):
+    """A thread: set-up, then ``n_layers`` layers of ops a, b, c where layer ``i``'s a runs
+    ``1000 + i`` ns (so a copy shows which layer it copies), then tear-down."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    first = b.task(th, "setup", 100)
+    blocks = []
+    for i in range(n_layers):
+        a = b.task(th, "a", 1000 + i, gap_ns=1)
+        mid = b.task(th, "b", 20, gap_ns=1)
+        c = b.task(th, "c", 30, gap_ns=1)
+        blocks.append(np.array([a, mid, c], dtype=np.int64))
+    last = b.task(th, "teardown", 50, gap_ns=1)
+    b.annotate("ProfilerStep#1", th, first, last)
+    return b.build().validate(), Group(th, tuple(blocks), "layer", "forward", 0)
+
+
+@pytest.mark.parametrize(
+    ("n_layers", "new", "copied"),
+    [
+        (8, 4, [0, 2, 5, 7]),  # round(j * 7 / 3): 0, 2.33, 4.67, 7
+        (4, 3, [0, 2, 3]),  # round(j * 3 / 2): 0, 1.5 -> 2 (half to even), 3
+        (5, 1, [0]),
+        (3, 6, [0, 0, 1, 1, 2, 2]),  # j * 3 // 6
+        (2, 3, [0, 0, 1]),  # j * 2 // 3
+    ],
+)
+def test_resized_layers_copy_the_layers_the_module_docstring_names(n_layers, new, copied):
+    """Growing repeats each layer in turn (new layer ``j`` copies ``j * count // new``);
+    shrinking keeps the first and the last and spreads the rest (``round(j * (count - 1) /
+    (new - 1))``, as ``_src_blocks`` documents). Read off the thread in program order: the
+    a-op of each new layer runs ``1000 + i`` ns, ``i`` the layer it copies."""
+    g, group = numbered_layers(n_layers)
+    g2, stats = resize_groups(g, [group], [new])
+    g2.validate()
+    t = g2.tasks
+    ops = np.argsort(t.order, kind="stable")
+    a_ops = [i for i in ops.tolist() if g2.task_name(i) == "a"]
+    assert [int(t.dur_ns[i]) - 1000 for i in a_ops] == copied
+    assert (stats.tasks_added, stats.tasks_removed) == (
+        3 * max(new - n_layers, 0),
+        3 * (n_layers - len(set(copied))),
+    )
+
+
+def test_groups_that_share_a_task_are_refused():
+    """A second group holding the first group's layer 1 again: resizing both at once would
+    copy those tasks twice over, so it is refused, whichever group comes first."""
+    g, group = serial_layers(3, gpu=False)
+    other = Group(group.processor_idx, group.blocks[1:2], "layer", "forward", 0)
+    for groups in ([group, other], [other, group]):
+        with pytest.raises(ConfigError, match="groups overlap; resize one level at a time"):
+            resize_groups(g, groups, [2, 2])
+
+
+def test_launch_edges_are_copied_when_a_stream_is_the_first_processor():
+    """``serial_layers(3, gpu=True)`` with its stream created before its thread: the stream's
+    first kernel becomes task 0 of the resized graph. Doubling to 6 layers gives 6 launches
+    and 6 kernels, and the n-th launch on the thread launches the n-th kernel on the stream,
+    task 0 included (an edge inside one block is copied into every copy of the block)."""
+    b = GraphBuilder()
+    stream = b.stream(7)
+    th = b.thread(1)
+    first = b.task(th, "setup", 100)
+    blocks = []
+    for _ in range(3):
+        a = b.task(th, "a", 10, gap_ns=1)
+        mid = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, gap_ns=1)
+        k = b.task(stream, "gemm", 40)
+        b.edge(mid, k, DepKind.LAUNCH)
+        c = b.task(th, "c", 30, gap_ns=1)
+        blocks.append(np.array([a, mid, c], dtype=np.int64))
+    last = b.task(th, "teardown", 50, gap_ns=1)
+    b.annotate("ProfilerStep#1", th, first, last)
+    g = b.build().validate()
+    g2, _ = resize_groups(g, [Group(th, tuple(blocks), "layer", "forward", 0)], [6])
+    g2.validate()
+    t = g2.tasks
+
+    def in_order(sel):
+        idx = np.flatnonzero(sel)
+        return idx[np.argsort(t.order[idx], kind="stable")].tolist()
+
+    kernels = in_order(t.kind == int(TaskKind.KERNEL))
+    launches = in_order(t.kind == int(TaskKind.RUNTIME))
+    assert kernels[0] == 0 and len(kernels) == len(launches) == 6
+    launch = g2.edges.kind == int(DepKind.LAUNCH)
+    pairs = sorted(zip(g2.edges.src[launch].tolist(), g2.edges.dst[launch].tolist(), strict=True))
+    assert pairs == sorted(zip(launches, kernels, strict=True))

@@ -7,11 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from lumos.estimate import estimate, parse_scenario
 from lumos.estimate.baseline import detect_baseline
+from lumos.estimate.reorder import batch_sends
 from lumos.estimate.reshape import reshape_workload
-from lumos.graph.kinds import CommType, DepKind
+from lumos.graph.kinds import CommType, DepKind, TaskKind
+from lumos.graph.synthetic import GraphBuilder
 from lumos.replay import build_workload
 from lumos.sim import simulate
 from lumos.sim.cost import TracedCost
@@ -62,3 +65,42 @@ def test_1f1b_keeps_gpipes_step_on_two_balanced_stages():
     assert one_f_one_b.edits[-1]["detail"].endswith(
         "18 sends issued together with the receive after them"
     )
+
+
+@pytest.mark.parametrize("tail", [True, False])
+def test_a_batched_send_is_issued_after_the_op_before_it_and_waited_for_after_the_receive(tail):
+    """One thread: ``a`` (10 ns), a send (3 ns of overhead before it), a receive (4 ns), and
+    with ``tail`` an op ``b`` (5 ns) after the receive. The send moves to a lane of its own
+    (the thread's rows first: a 0, receive 1, b 2; the lane's send 3 with ``tail``, 2
+    without). Added: the issue edge a -> send with the send's 3 ns of overhead, and, when an op
+    follows the receive, the wait edge send -> that op (0 ns); a receive that ends the thread
+    has nothing after it to hold. On the thread each op keeps the overhead before it."""
+    bld = GraphBuilder(rank=0, world_size=2)
+    th = bld.thread(1)
+    send = bld.comm(CommType.SEND, 1024, peer_rank=1)
+    recv = bld.comm(CommType.RECV, 1024, peer_rank=1)
+    bld.task(th, "a", 10)
+    bld.task(th, "gloo:send", 50, TaskKind.CPU_COMM, gap_ns=3, comm=send)
+    bld.task(th, "gloo:recv", 40, TaskKind.CPU_COMM, gap_ns=4, comm=recv)
+    if tail:
+        bld.task(th, "b", 10, gap_ns=5)
+    g = bld.build().validate()
+    out, n = batch_sends(g)
+    out.validate()
+    assert n == 1
+    assert out.processors.label == ("thread 1", "thread 1: batched sends")
+    lane_send = 3 if tail else 2
+    assert [out.task_name(i) for i in range(out.num_tasks)] == (
+        ["a", "gloo:recv", "b", "gloo:send"] if tail else ["a", "gloo:recv", "gloo:send"]
+    )
+    e = out.edges
+    inter = e.kind == int(DepKind.INTER_THREAD)
+    added = sorted(
+        zip(e.src[inter].tolist(), e.dst[inter].tolist(), e.delay_ns[inter].tolist(), strict=True)
+    )
+    assert added == ([(0, 3, 3), (3, 2, 0)] if tail else [(0, lane_send, 3)])
+    intra = e.kind == int(DepKind.INTRA_THREAD)
+    on_thread = sorted(
+        zip(e.src[intra].tolist(), e.dst[intra].tolist(), e.delay_ns[intra].tolist(), strict=True)
+    )
+    assert on_thread == ([(0, 1, 4), (1, 2, 5)] if tail else [(0, 1, 4)])

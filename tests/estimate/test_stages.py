@@ -10,7 +10,8 @@ from tests.estimate.test_reorder import _issue_order
 
 from lumos.errors import ConfigError
 from lumos.estimate.baseline import detect_baseline
-from lumos.estimate.layers import find_layers
+from lumos.estimate.layers import Group, LayerMap, find_layers
+from lumos.estimate.merge import merge_stages
 from lumos.estimate.reshape import reshape_workload
 from lumos.estimate.stages import restage
 from lumos.graph.kinds import CommType, TaskKind
@@ -105,6 +106,68 @@ def test_what_cannot_be_split_is_refused(traced):
         restage(workload, maps, layers=6, new_pp=3)
     with pytest.raises(ConfigError, match="layers=6 do not split evenly into 4"):
         restage(workload, maps, layers=6, new_pp=4)
+
+
+def test_the_split_stages_keep_their_messages_tags(traced):
+    """The trace's gloo messages all carry tag 0; a message a split adds at a new boundary has
+    none recorded (-1). New stages 1 and 2 each gained 4 messages per step over 3 steps (see
+    ``test_four_stages_exchange_with_their_neighbours``), stages 0 and 3 none; each new
+    stage keeps 4 traced messages per step."""
+    workload, maps = traced
+    assert {int(x) for g in workload.graphs for x in g.comms.tag.tolist()} == {0}
+    out, counts = restage(workload, maps, layers=4, new_pp=4)
+    tags = []
+    for g in out.graphs:
+        ci = g.tasks.comm_idx[g.tasks.comm_idx >= 0]
+        t = g.comms.tag[ci]
+        tags.append((int((t == 0).sum()), int((t == -1).sum()), len(t)))
+    assert tags == [(12, 0, 12), (12, 12, 24), (12, 12, 24), (12, 0, 12)]
+    assert counts["messages_added"] == 24
+
+
+def _optimizer_split_in_four(lm: LayerMap) -> LayerMap:
+    """``lm`` with each step's optimizer updates (2 blocks, one per layer) cut into 4 blocks
+    (two halves of each), as a loop over 2 parameter tensors per layer would show."""
+
+    def split(x: Group) -> Group:
+        halves = tuple(h for b in x.blocks for h in np.array_split(b, 2))
+        return Group(x.processor_idx, halves, x.level, x.phase, x.step, x.parent)
+
+    groups = tuple(
+        split(x) if x.level == "layer" and x.phase == "optimizer" else x for x in lm.groups
+    )
+    return LayerMap(groups, lm.num_layers, lm.num_microbatches, lm.how)
+
+
+def test_optimizer_updates_are_resized_only_when_they_come_one_per_layer(traced):
+    """Each traced stage runs 2 layers and, per step, 2 optimizer blocks of 180 ops (one per
+    layer). Split into 4 stages of 1 layer, every new stage keeps block 0's updates once and
+    drops block 1's. Optimizer blocks that are not one per layer (4 per step here) cannot be
+    resized by the layer count: each new stage keeps every one of their ops, once. Ops are
+    followed by their source event, which copies keep."""
+    workload, maps = traced
+    out, _ = restage(workload, maps, layers=4, new_pp=4)
+    out4, _ = restage(workload, [_optimizer_split_in_four(lm) for lm in maps], layers=4, new_pp=4)
+    for new in range(4):
+        old, lm = workload.graphs[new // 2], maps[new // 2]
+        opt = [x for x in lm.layer_groups() if x.phase == "optimizer"]
+        assert [(x.count, x.period) for x in opt] == [(2, 180)] * 3
+        first = old.tasks.event_idx[np.concatenate([x.blocks[0] for x in opt])]
+        second = old.tasks.event_idx[np.concatenate([x.blocks[1] for x in opt])]
+        for g, kept in ((out.graphs[new], (1, 0)), (out4.graphs[new], (1, 1))):
+            ev = g.tasks.event_idx
+            times = np.bincount(ev[ev >= 0], minlength=int(old.tasks.event_idx.max()) + 1)
+            assert {int(x) for x in times[first]} == {kept[0]}
+            assert {int(x) for x in times[second]} == {kept[1]}
+
+
+def test_what_cannot_be_merged_is_refused():
+    workload, _ = build_workload([str(FOUR)])
+    maps = [find_layers(g) for g in workload.graphs]
+    with pytest.raises(
+        ConfigError, match=r"^pp=3: the traced 4 stages merge evenly only into a divisor of 4$"
+    ):
+        merge_stages(workload, maps, 3)
 
 
 # a recorded 4-stage GPipe run: ranks 1 and 2 receive and send in every micro-batch

@@ -121,9 +121,16 @@ def test_sizes() -> None:
         ("aten::addmm", [[384], [512, 128], [128, 384], [], []], 512 * 384),
         ("aten::bmm", [[32, 64, 16], [32, 16, 64]], 32 * 64 * 64),
         ("aten::linear", [[8, 64, 128], [512, 128], [512]], 8 * 64 * 512),
+        # without a bias: rows of the input times the weight's out-features (its first dim)
+        ("aten::linear", [[8, 64, 128], [512, 128]], 8 * 64 * 512),
+        # batched: batch x rows of batch1 (its dims but the last) times columns of batch2
+        ("aten::baddbmm", [[4, 64, 64], [4, 64, 32], [4, 32, 64], [], []], 4 * 64 * 64),
         ("aten::cat", [[[8, 64, 128], [8, 64, 128], [8, 64, 128]], []], 3 * 8 * 64 * 128),
         ("aten::index_select", [[512, 128], [], [64]], 64 * 128),
         ("aten::embedding", [[512, 128], [8, 64]], 8 * 64 * 128),
+        # a table larger than the output: indices (4 x 8) times the row width 16, not the
+        # largest input (the table's 16,000)
+        ("aten::embedding", [[1000, 16], [4, 8]], 4 * 8 * 16),
         ("aten::gelu", [[8, 64, 512], []], 8 * 64 * 512),
         ("aten::add", [[8, 64, 128], [64, 128], []], 8 * 64 * 128),
         ("aten::empty", [[], [], []], 0),

@@ -1,0 +1,55 @@
+"""Merging pipeline stages' graphs (:mod:`lumos.estimate.merge`), on hand-built graphs with
+known answers; merged real traces are in ``test_stages.py``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lumos.estimate.merge import merge_graphs, place
+from lumos.graph.model import DepKind, TaskKind, WaitKind
+from lumos.graph.synthetic import GraphBuilder
+
+
+def _launch_and_wait(rank: int):
+    """A thread launching one kernel, recording an event after it and waiting for the event:
+    tasks 0 launch, 1 kernel (on the stream), 2 record, 3 wait (wait row: EVENT on the
+    stream, recorded by task 2)."""
+    b = GraphBuilder(rank=rank, world_size=2)
+    th, st = b.thread(1), b.stream(7)
+    launch = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
+    k = b.task(st, "gemm", 100)
+    b.edge(launch, k, DepKind.LAUNCH)
+    record = b.task(th, "cudaEventRecord", 2, TaskKind.RUNTIME, gap_ns=1)
+    wait = b.task(th, "cudaEventSynchronize", 3, TaskKind.RUNTIME, gap_ns=1)
+    b.wait(wait, WaitKind.EVENT, stream=st, record=record)
+    return b.build().validate()
+
+
+def test_merged_waits_point_at_their_own_parts_tasks():
+    """Part 1's tasks follow part 0's 4, so its wait (task 3, recorded by task 2) becomes task
+    7 recorded by task 6; both wait on the one shared stream (processor 1)."""
+    merged = merge_graphs([_launch_and_wait(0), _launch_and_wait(1)]).validate()
+    w = merged.waits
+    assert w.task_idx.tolist() == [3, 7]
+    assert w.record_task_idx.tolist() == [2, 6]
+    assert w.target_processor_idx.tolist() == [1, 1]
+    assert merged.num_tasks == 8 and len(merged.processors) == 2
+
+
+def test_work_after_a_steps_last_block_runs_with_that_step_after_its_blocks():
+    """One thread: an op before any block, step 0's block (slot 0), an op after it (step 0's
+    optimizer, say), step 1's block (slot 0), an op after it. With ``end_slot = 4`` a key is
+    ``(step * 6 + slot + 1) * 4096 + part``: the op before the first block takes that block's
+    key ``(0, 0)``, each op after a step's last block ``(step, 4)``, after the blocks of its
+    own step (step 0 too) and before the next step's."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    for name in ("pre", "fwd0", "opt0", "fwd1", "opt1"):
+        b.task(th, name, 10, gap_ns=1)
+    g = b.build().validate()
+    step = np.array([-1, 0, -1, 1, -1], dtype=np.int64)
+    slot = np.array([-1, 0, -1, 0, -1], dtype=np.int64)
+    keys = place(g, step, slot, end_slot=4, part=1)
+    expected = [(0, 0), (0, 0), (0, 4), (1, 0), (1, 4)]
+    assert keys.tolist() == [(s * 6 + k + 1) * 4096 + 1 for s, k in expected]
+    assert keys.tolist() == [4097, 4097, 20481, 28673, 45057]
