@@ -113,6 +113,18 @@ def test_link_at_factor_one_is_the_baseline_and_a_slow_link_scales_the_bandwidth
     assert slow.step_ns == 1000 + 300 + round(500 * ratio) + 100
 
 
+def test_a_link_scenario_records_its_factors_in_the_row_and_the_edit():
+    """``link=1:3`` (alone and with ``dp=4``): the row's config holds each rank's factor, the
+    edit names what the network model re-timed (the one all-reduce)."""
+    scenarios = [parse_scenario(["link=1:3"]), parse_scenario(["dp=4", "link=1:3"])]
+    _, slow, both = estimate(one_rank(), scenarios, comm_model=comm_model_for(NET)).rows
+    assert slow.to_dict()["config"] == {"link": {"1": 3.0}, "label": "link=1:3"}
+    (edit,) = slow.edits
+    assert (edit["edit"], edit["tasks_retimed"]) == ("communication re-timed (link 1:3)", 1)
+    assert both.to_dict()["config"] == {"dp": 4, "link": {"1": 3.0}, "label": "dp=4 link=1:3"}
+    assert both.edits[0]["edit"] == "communication re-timed (dp 2 -> 4, link 1:3)"
+
+
 # -- real traces ------------------------------------------------------------------------------
 
 

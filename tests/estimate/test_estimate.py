@@ -67,6 +67,35 @@ def test_bad_settings_are_one_clear_error(sets, message):
         parse_scenario(sets)
 
 
+def test_a_setting_without_a_value_names_its_flag():
+    """``--set dp`` and ``--sweep dp`` (no ``=VALUE``): one error naming the flag given."""
+    with pytest.raises(ConfigError) as err:
+        parse_scenario(["dp"])
+    assert str(err.value) == "--set 'dp': expected KEY=VALUE, e.g. dp=16"
+    with pytest.raises(ConfigError) as err:
+        parse_sweep(parse_scenario([]), ["dp"])
+    assert str(err.value) == "--sweep 'dp': expected KEY=VALUE, e.g. dp=16"
+
+
+def test_estimate_csv_rows_by_hand():
+    """One line per row: the label (a comma in it would split the column: written ``;``), the
+    step, its change against the first row (250 / 200 - 1 = +25.00 %), the breakdown (a part
+    not given is 0), the model."""
+    from lumos.estimate.run import estimate_csv
+
+    parts = {"exposed_compute_ns": 150, "overlapped_ns": 20, "exposed_comm_ns": 30}
+    doc = {"rows": [
+        {"config": {"label": "baseline"}, "step_ns": 200, "breakdown": parts, "model": "traced"},
+        {"config": {"label": "a,b"}, "step_ns": 250, "breakdown": {"other_ns": 5}, "model": "m"},
+    ]}  # fmt: skip
+    assert estimate_csv(doc) == (
+        "config,step_ns,change_pct,exposed_compute_ns,overlapped_ns,exposed_comm_ns,other_ns,"
+        "model\n"
+        "baseline,200,0.00,150,20,30,0,traced\n"
+        "a;b,250,25.00,0,0,0,5,m\n"
+    )
+
+
 def test_sweep_gives_one_scenario_per_value():
     base = parse_scenario(["straggler=1:1.5"])
     labels = [s.label for s in parse_sweep(base, ["dp=16,32"])]

@@ -86,3 +86,26 @@ def test_capped_gradient_buckets_change_in_number_not_size():
         assert (d1[issue] == np.rint(d0[issue] * 1.5)).all()
         rest = ~issue & (before.tasks.comm_idx < 0)
         assert (d1[rest] == d0[rest]).all()
+
+
+def test_uncapped_collectives_are_re_timed_along_the_line_of_their_kind():
+    """Two all-reduces of 2,000 and 3,000 bytes (1.5x apart: far enough for a line), recorded
+    as 50 ns of waiting + 300 and 400 ns of transfer: transfer = 100 + 0.1 x bytes. Twice the
+    parameters: 4,000 and 6,000 bytes, transfer 500 and 700 ns (not 600 and 800 in
+    proportion), the waiting kept. A send of one size (no line): 200 ns x 3 activations."""
+    from lumos.estimate.reshape import resize_comms
+    from lumos.graph.model import CommType, TaskKind
+    from lumos.graph.synthetic import GraphBuilder
+
+    b = GraphBuilder(rank=0, world_size=2)
+    st = b.stream(7)
+    pg = b.process_group("0", (0, 1))
+    for seq, (size, dur) in enumerate(((2000, 350), (3000, 450)), 1):
+        c = b.comm(CommType.ALL_REDUCE, size, pg, seq_id=seq, wait_ns=50)
+        b.task(st, "ncclAllReduce", dur, TaskKind.COMM, comm=c)
+    c = b.comm(CommType.SEND, 1000, pg, peer_rank=1)
+    b.task(st, "ncclSend", 200, TaskKind.COMM, comm=c)
+    (out,), edit = resize_comms([b.build()], 2.0, 3.0)
+    assert out.tasks.dur_ns.tolist() == [550, 750, 600]
+    assert out.comms.size_bytes.tolist() == [4000, 6000, 3000]
+    assert (edit.tasks_retimed, edit.detail) == (3, "gradient bytes x2.000, activations x3.000")

@@ -8,8 +8,20 @@ import pytest
 from lumos.errors import ConfigError
 from lumos.estimate.baseline import detect_baseline
 from lumos.estimate.reshape import _op_params, reshape_workload
-from lumos.estimate.shapes import Dims, ShapeModel, _Mapper, fit_line, map_dims, work_of
+from lumos.estimate.shapes import (
+    Dims,
+    ShapeModel,
+    _Mapper,
+    fit_line,
+    fit_shape_model,
+    map_dims,
+    retime,
+    work_of,
+)
+from lumos.estimate.shapes_device import retime_device
 from lumos.examples_data import example_run_dir
+from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind
+from lumos.graph.synthetic import GraphBuilder
 from lumos.replay import build_workload
 
 # the bundled run: micro-batch 8, sequence 64, hidden 128, FFN 512, 4 heads, vocabulary 512
@@ -51,6 +63,102 @@ def test_tokens_equal_to_ffn_are_told_apart_by_role():
     assert scores[0] == [8, 4, 64, 64]
     longer = _Mapper(OLD, Dims(microbatch_size=8, seq=128, hidden=128, ffn=512, heads=4, vocab=512))
     assert map_dims("aten::_softmax", [[8, 4, 64, 64]], longer, True)[0] == [8, 4, 128, 128]
+
+
+def test_an_addmm_record_that_is_not_two_matching_matrices_keeps_its_bias_a_weight():
+    """An ``addmm`` whose record is cut short (the bias and the input, no weight) is mapped
+    tensor by tensor: the bias (first) as a weight, every 512 of it the FFN inside a layer
+    (-> 1024), the input as an activation (leading 512 tokens, kept; last 128 hidden -> 256)."""
+    m = _Mapper(OLD, WIDE)
+    assert map_dims("aten::addmm", [[512, 512], [512, 128]], m, inside=True) == [
+        [1024, 1024],
+        [512, 256],
+    ]
+
+
+def test_complete_derives_only_what_is_unknown():
+    """``tokens = b x s``, ``s = tokens / b``, ``b = tokens / s`` where the third is unknown
+    (``<= 0``) and the division is exact; a value given is kept even where the others
+    disagree, and a zero token count derives nothing."""
+    assert Dims(microbatch_size=8, seq=64).complete().tokens == 512
+    assert Dims(microbatch_size=8, tokens=512).complete().seq == 64
+    assert Dims(seq=64, tokens=512).complete().microbatch_size == 8
+    assert Dims(microbatch_size=3, tokens=512).complete() == Dims(microbatch_size=3, tokens=512)
+    given = Dims(microbatch_size=4, seq=1, tokens=8)  # a sequence of 1 is a value, not unknown
+    assert given.complete() == given
+    assert Dims(seq=64, tokens=0).complete() == Dims(seq=64, tokens=0)
+
+
+MM = "[[512, 128], [128, 512]]"  # the LM head's product (or an FFN one inside a layer)
+SOFTMAX = "[[8, 4, 64, 64], [], []]"
+
+
+def _with_dims(g: ExecGraph, dims: tuple[str, ...], task_dims: list[int], span_dims=()):
+    return g.replace(
+        dims=dims,
+        task_dims_idx=np.array(task_dims, dtype=np.int32),
+        annotations=g.annotations.replace(dims_idx=np.array(span_dims, dtype=np.int32)),
+    )
+
+
+def test_retime_maps_inside_and_outside_a_layer_apart_and_counts_what_it_kept():
+    """hidden 128 -> 256, FFN 512 -> 1024 (vocabulary 512 kept), no fitted lines (floor 0: time
+    in proportion to work). ``[512, 128] @ [128, 512]`` outside the layers is the LM head
+    (512 = vocabulary): 2 x 512 x 256 x 512, twice the work, 1000 -> 2000 ns; inside a layer
+    the 512 is the FFN: 2 x 512 x 256 x 1024, four times, 1000 -> 4000 ns. Each product's
+    512 also reads as FFN and vocabulary (2 resolved by role, one per distinct op). A view
+    touches no data (kept), a task without shapes is kept."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    for name, dur in (("aten::view", 50), ("aten::mm", 1000), ("aten::mm", 1000),
+                      ("aten::relu", 70)):  # fmt: skip
+        b.task(th, name, dur)
+    g = _with_dims(b.build(), (MM, "[[8, 64, 128], []]"), [1, 0, 0, -1])
+    inside = np.array([True, False, True, True])
+    dur, stats = retime(g, OLD, WIDE, ShapeModel(), inside)
+    assert dur.tolist() == [50, 2000, 4000, 70]
+    assert stats == {"retimed": 2, "kept_no_shapes": 1, "kept_no_data": 1, "ambiguous_dims": 2}
+
+
+def test_fit_shape_model_fits_each_name_on_its_own_instances():
+    """Two ``mm`` sizes, work 2 x 2 x 3 x 4 = 48 and 2 x 4 x 3 x 4 = 96, recorded 44 and 68 ns:
+    the line 20 + 0.5 x work through both; two views (4 and 6 ns) make the floor their median,
+    5 ns. ``aten::view`` is the graph's first name, ``mm`` its second."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    for name, dur in (("aten::view", 4), ("aten::view", 6), ("aten::mm", 44), ("aten::mm", 44),
+                      ("aten::mm", 68)):  # fmt: skip
+        b.task(th, name, dur)
+    dims = ("[[2, 3], [3, 4]]", "[[4, 3], [3, 4]]", "[[8, 8]]")
+    g = _with_dims(b.build(), dims, [2, 2, 0, 0, 1])
+    model = fit_shape_model([g])
+    assert list(model.fits) == ["aten::mm"]
+    assert model.fits["aten::mm"] == pytest.approx((20.0, 0.5))
+    assert model.floor_ns == 5.0
+
+
+def test_kernels_are_re_timed_by_the_call_that_launched_them():
+    """Inside a layer, hidden 128 -> 256 and FFN 512 -> 1024, no fitted lines: the ``mm``
+    call (``[512, 128] @ [128, 512]``, the 512 the FFN) does four times the work, so both of
+    its kernels (600 + 400 ns) take four times as long; the softmax keeps its shape
+    ``(b, heads, s, s)`` (ratio 1: kept, not counted as re-timed); a kernel whose launch the
+    trace does not show is kept and counted; the host tasks are not this function's."""
+    b = GraphBuilder()
+    th, st = b.thread(1), b.stream(7)
+    calls = [b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=10 * i) for i in range(3)]
+    kernels = [b.task(st, name, dur, TaskKind.KERNEL, ts_ns=ts) for name, dur, ts in
+               (("gemm_a", 600, 100), ("gemm_b", 400, 700), ("softmax", 300, 1100),
+                ("orphan", 80, 1400))]  # fmt: skip
+    for c, k in zip(calls, kernels, strict=False):
+        b.edge(c, k, DepKind.LAUNCH)
+    b.annotate("aten::mm", th, calls[0], calls[1], kind=AnnotationKind.USER, dur_ns=20)
+    b.annotate("aten::_softmax", th, calls[2], calls[2], kind=AnnotationKind.USER, ts_ns=20,
+               dur_ns=8)  # fmt: skip
+    g = _with_dims(b.build(), (MM, SOFTMAX), [-1] * 7, [0, 1])
+    dur, stats = retime_device(g, g.tasks.dur_ns.astype(np.int64), OLD, WIDE, ShapeModel(),
+                               np.zeros(7, dtype=np.int32))  # fmt: skip
+    assert dur.tolist() == [5, 5, 5, 2400, 1600, 300, 80]
+    assert stats == {"device_retimed": 2, "device_kept": 1}
 
 
 def test_cost_lines_and_the_dispatch_floor():
@@ -100,6 +208,29 @@ def test_reshape_records_its_edits_and_rejects_what_it_cannot_do(example):
         reshape_workload(example, base, {"pp": 2})
     with pytest.raises(ConfigError, match="micro-batch blocks"):
         reshape_workload(example, base, {"microbatches": 4})
+
+
+def test_a_longer_sequence_re_times_only_the_optimizer_ops_on_the_position_table(example):
+    """seq 64 -> 128 on the bundled run: the optimizer's tensors are parameters (every
+    dimension feature-like), so of its ops exactly those on the position embedding
+    ``[64, 128]`` (its 64 is the sequence) change: Adam's ``lerp_``, ``addcmul_``, ``sqrt`` and
+    ``addcdiv_`` on it, once per step, 4 x 3 = 12 per rank. Read as activations, the FFN
+    weights' ``[512, 128]`` would be 512 tokens (8 x 64) and double with the sequence."""
+    import json
+
+    from lumos.estimate.layers import OPTIMIZER_PATTERN, marked
+
+    base = detect_baseline(example)
+    longer, _ = reshape_workload(example, base, {"seq": 128})
+    for g, g2 in zip(example.graphs, longer.graphs, strict=True):
+        indptr, perm = g.processor_order()
+        opt = marked(g, OPTIMIZER_PATTERN, indptr, perm)
+        has_seq = np.array([any(64 in t for t in json.loads(d) if t) for d in g.dims])
+        di = g.task_dims_idx
+        on_table = opt & (di >= 0) & has_seq[np.maximum(di, 0)]
+        changed = g.tasks.dur_ns != g2.tasks.dur_ns
+        assert int(on_table.sum()) == 12
+        assert (changed & opt).tolist() == on_table.tolist()
 
 
 def test_lumos_layers_and_estimate_with_model_keys(tmp_path, capsys):

@@ -80,6 +80,9 @@ def test_fits_against_a_given_capacity() -> None:
     base, big = doc["rows"]
     assert (base["fits"], big["fits"]) == (True, False)
     assert base["capacity_bytes"] == 2_000_000
+    # the memory resident before the recording began (weights...) grows with the parameters
+    assert [e["edit"] for e in big["edits"]] == [
+        "layers 2 -> 4", "communication re-sized", "resident memory"]  # fmt: skip
     text = format_estimate(doc)
     assert "peak memory" in text and "layers=4: does NOT fit" in text
 
@@ -104,6 +107,18 @@ def test_more_micro_batches_and_another_schedule() -> None:
     doc = estimate(w4, [parse_scenario(["microbatches=4", "schedule=1f1b"])]).to_dict()
     one_f_one_b = doc["rows"][1]["peak_memory_bytes"]
     assert peaks["pipe_mb1"]["peak"] < one_f_one_b < 0.9 * peaks["pipe_mb4"]["peak"]
+
+
+def test_re_staged_pipelines_have_no_memory_number() -> None:
+    """pp 2 -> 1 merges the two stages onto one rank, which mixes their tasks: the row has no
+    peak (unknown, not wrong) and says so in an edit; the baseline's is the recorded one."""
+    peaks = json.loads((MEM / "measured_peaks.json").read_text())
+    w, _ = build_workload([MEM / "pipe_mb2"])
+    doc = estimate(w, [parse_scenario(["pp=1"])]).to_dict()
+    base, merged = doc["rows"]
+    assert base["peak_memory_bytes"] == peaks["pipe_mb2"]["peak"]
+    assert (merged["peak_memory_bytes"], merged["fits"]) == (None, None)
+    assert [e["edit"] for e in merged["edits"]] == ["pp 2 -> 1", "memory unknown"]
 
 
 def test_sizes() -> None:
