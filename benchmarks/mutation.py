@@ -58,7 +58,7 @@ PACKAGES: dict[str, tuple[list[str], list[str]]] = {
          "tests/estimate/test_estimate.py"],
     ),
     "sim": (["sim/*"], ["tests/sim"]),
-    "estimate": (["estimate/*"], ["tests/estimate"]),
+    "estimate": (["estimate/*"], ["tests/estimate", "tests/memory/test_estimate_memory.py"]),
     "graph": (
         ["graph/*"],
         ["tests/graph", "tests/memory", "tests/property", "tests/ranks", "tests/synth/test_fidelity.py"],
