@@ -26,8 +26,9 @@ not mutated, and as Python they would make the tests of real traces hours long).
 
     cost: 412/450 killed (91.6 %), 38 survived, 0 without tests [mutmut 3.8.1]
 
-Killed counts mutants that made a test fail or time out; the score is killed over all mutants
-mutmut made (survivors and mutants no test reaches count against it). Survivors are listed with
+Killed counts mutants that made a test fail or time out. The line gives killed over all mutants
+mutmut made, then the score proper: killed over those not listed as equivalent in
+``tests/MUTANTS.md`` (survivors not listed and mutants no test reaches count against it). Survivors are listed with
 ``mutmut results`` in ``<workdir>/<package>`` and shown with ``mutmut show NAME``; those that are
 equivalent (no test could tell them apart) are listed with the reason in ``tests/MUTANTS.md``.
 """
@@ -40,6 +41,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -154,21 +156,32 @@ def draw_sample(dest: Path, mutmut: Path, env: dict[str, str], n: int, seed: int
 def score(dest: Path, names: list[str] | None = None) -> dict[str, int]:
     """Counts of killed / survived / no tests / other over every mutant of a run (its
     ``mutants/**/*.meta`` files), or over ``names`` only (a sample)."""
-    counts = {"total": 0, "killed": 0, "survived": 0, "no_tests": 0, "not_checked": 0}
+    counts = {"total": 0, "killed": 0, "survived": 0, "no_tests": 0, "not_checked": 0,
+              "equivalent": 0}  # fmt: skip
     codes = exit_codes(dest)
     if names is not None:
         codes = {k: codes.get(k) for k in names}
-    for code in codes.values():
+    equivalent = listed_equivalent()
+    for name, code in codes.items():
         counts["total"] += 1
         if code in KILLED:
             counts["killed"] += 1
         elif code in SURVIVED:
             counts["survived"] += 1
+            counts["equivalent"] += name in equivalent
         elif code in NO_TESTS:
             counts["no_tests"] += 1
         else:
             counts["not_checked"] += 1
     return counts
+
+
+def listed_equivalent(path: Path = ROOT / "tests" / "MUTANTS.md") -> set[str]:
+    """The mutants named in the "Equivalent mutants" section of ``tests/MUTANTS.md`` (full names:
+    a name there stands for that function's mutant of that number as the file's commit made it)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    section = text.split("## Equivalent mutants", 1)[-1].split("\n## ", 1)[0] if text else ""
+    return set(re.findall(r"lumos\.[\w.]+?__mutmut_\d+", section))
 
 
 def wilson(killed: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -182,15 +195,20 @@ def wilson(killed: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def line(package: str, c: dict[str, int], sampled: bool = False) -> str:
+    """One package's score: killed over all mutants, then killed over the mutants not listed as
+    equivalent (the mutation score proper), with its 95 % interval for a sample."""
     pct = 100.0 * c["killed"] / c["total"] if c["total"] else 0.0
     extra = f", {c['not_checked']} not checked" if c["not_checked"] else ""
+    live = c["total"] - c["equivalent"]
+    score = f"; score {c['killed']}/{live} ({100.0 * c['killed'] / live:.1f} %)" if live else ""
     interval = ""
     if sampled:
-        lo, hi = wilson(c["killed"], c["total"] - c["not_checked"])
+        lo, hi = wilson(c["killed"], live - c["not_checked"])
         interval = f" [sample; package 95 % interval {lo:.1f} .. {hi:.1f} %]"
     return (
-        f"{package}: {c['killed']}/{c['total']} killed ({pct:.1f} %), {c['survived']} survived, "
-        f"{c['no_tests']} without tests{extra}{interval}"
+        f"{package}: {c['killed']}/{c['total']} killed ({pct:.1f} %), {c['survived']} survived "
+        f"({c['equivalent']} listed equivalent), {c['no_tests']} without tests{extra}{score}"
+        f"{interval}"
     )
 
 
