@@ -52,6 +52,7 @@ __all__ = [
     "LayerMap",
     "find_layers",
     "find_repeat",
+    "forward_layer_spans",
     "is_comm_issuer",
     "marked",
 ]
@@ -303,6 +304,26 @@ def marked(
     diff = np.zeros(len(perm) + 1, dtype=np.int64)
     np.add.at(diff, rank[a.first_task_idx[sel]], 1)
     np.add.at(diff, rank[a.last_task_idx[sel]] + 1, -1)
+    out[perm[np.cumsum(diff[:-1]) > 0]] = True
+    return out
+
+
+def forward_layer_spans(g: ExecGraph, lm: LayerMap) -> NDArray[np.bool_] | None:
+    """Per task of ``g``: whether it runs inside a forward layer block of ``lm`` (found on
+    ``g`` itself): on the block's thread, from its first task to its last, the tasks the layer
+    search leaves out included (the CUDA runtime calls that are all a GPU ``aten::addmm``
+    records under it, collective issuers). None when ``lm`` has no forward layer block."""
+    blocks = [b for x in lm.layer_groups() if x.phase == "forward" for b in x.blocks if len(b)]
+    if not blocks:
+        return None
+    _, perm = g.processor_order()
+    rank = np.empty(len(perm), dtype=np.int64)
+    rank[perm] = np.arange(len(perm))
+    diff = np.zeros(len(perm) + 1, dtype=np.int64)
+    for b in blocks:
+        diff[rank[b].min()] += 1
+        diff[rank[b].max() + 1] -= 1
+    out = np.zeros(g.num_tasks, dtype=bool)
     out[perm[np.cumsum(diff[:-1]) > 0]] = True
     return out
 

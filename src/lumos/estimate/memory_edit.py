@@ -20,9 +20,12 @@ configuration, and the bytes scale with the op's output elements, new over old:
 Resident state (memory held when the recording began: weights, gradients, optimizer state)
 scales with the parameter count, new over old (:func:`resident_ratio`), inferred from the
 weights the first step's forward reads (matrix products' weights and biases, embedding tables,
-norms' weights), each mapped into the new configuration: a weight with a vocabulary-sized
-dimension, or an embedding table, is the model's own (outside the layers), every other one is
-a layer's and counts once more per added layer.
+norms' weights), each mapped into the new configuration: a weight read inside a forward layer
+block (:mod:`lumos.estimate.layers`) is a layer's and counts once more per added layer, every
+other one is the model's own (embeddings, final norm, LM head). Only a graph where no forward
+layer block was found falls back to telling them apart by shape: an embedding table or a weight
+with a vocabulary-sized dimension is the model's own (which takes an FFN as wide as the
+vocabulary for the model's own too).
 """
 
 from __future__ import annotations
@@ -36,7 +39,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos.estimate.layers import BACKWARD_PATTERN, OPTIMIZER_PATTERN, marked
+from lumos.estimate.layers import (
+    BACKWARD_PATTERN,
+    OPTIMIZER_PATTERN,
+    LayerMap,
+    forward_layer_spans,
+    marked,
+)
 from lumos.estimate.shapes import Dims, _Mapper, decoded_dims, map_dims
 from lumos.graph.model import AnnotationKind, ExecGraph
 
@@ -170,11 +179,20 @@ def with_vocab(g: ExecGraph, old: Dims, new: Dims) -> tuple[Dims, Dims]:
     return replace(old, vocab=vocab), replace(new, vocab=vocab)
 
 
-def resident_ratio(g: ExecGraph, old: Dims, new: Dims, layers_ratio: float) -> float:
+def resident_ratio(
+    g: ExecGraph, old: Dims, new: Dims, layers_ratio: float, layers: LayerMap | None = None
+) -> float:
     """New over old parameters of ``g``'s model part (see the module docstring); the layers'
-    share is multiplied by ``layers_ratio`` too. ``layers_ratio`` when no weight is seen."""
+    share is multiplied by ``layers_ratio`` too. ``layers_ratio`` when no weight is seen.
+
+    ``layers`` is :func:`~lumos.estimate.layers.find_layers` of ``g`` itself (its blocks index
+    ``g``'s tasks): an op whose first task runs inside one of its forward layer blocks
+    (:func:`~lumos.estimate.layers.forward_layer_spans`) reads a layer's weights, any other op
+    the model's own. Without it, or when it has no forward layer block, the vocabulary test of
+    the module docstring decides."""
     if g.task_dims_idx is None:
         return layers_ratio
+    in_layer = forward_layer_spans(g, layers) if layers is not None else None
     dec = decoded_dims(g)
     indptr, perm = g.processor_order()
     back = marked(g, BACKWARD_PATTERN, indptr, perm) | marked(g, OPTIMIZER_PATTERN, indptr, perm)
@@ -200,10 +218,12 @@ def resident_ratio(g: ExecGraph, old: Dims, new: Dims, layers_ratio: float) -> f
         w = _weights(name, d)
         if w <= 0:
             continue
-        flat = [
-            x for s in d if isinstance(s, list) for x in (s if s and isinstance(s[0], int) else [])
-        ]
-        outside = name == "aten::embedding" or vocab in flat
+        if in_layer is not None:
+            outside = not in_layer[first]
+        else:
+            flat = [x for s in d if isinstance(s, list)
+                    for x in (s if s and isinstance(s[0], int) else [])]  # fmt: skip
+            outside = name == "aten::embedding" or vocab in flat
         totals[int(not outside)] += (w, _weights(name, map_dims(name, d, mapper, not outside)))
     before = totals[0, 0] + totals[1, 0]
     if before <= 0:

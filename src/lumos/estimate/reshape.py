@@ -92,6 +92,7 @@ def reshape_workload(
     pp = base.values.get("pp", 1)
     graphs = list(workload.graphs)
     maps = list(base.layer_maps) or [find_layers(g) for g in graphs]
+    base_maps = maps  # index the baseline's graphs; ``maps`` follows the edited ones
     param_ratio = 1.0
     if "microbatches" in changes:
         m_old, m_new = base.need("microbatches"), changes["microbatches"]
@@ -200,7 +201,10 @@ def reshape_workload(
     elif any(g.memory is not None for g in graphs) and (layers_ratio != 1.0 or shape_changes):
         old_dims = base.dims()
         new_dims = _new_dims(old_dims, shape_changes)
-        ratios = [resident_ratio(g, old_dims, new_dims, layers_ratio) for g in workload.graphs]
+        # read on the baseline's graphs (the edited ones hold the added layers already), with
+        # the layer blocks found on them
+        ratios = [resident_ratio(g, old_dims, new_dims, layers_ratio, lm)
+                  for g, lm in zip(workload.graphs, base_maps, strict=True)]  # fmt: skip
         graphs = [scale_resident(g, r) for g, r in zip(graphs, ratios, strict=True)]
         edits.append(Edit(name="resident memory", model="weights, gradients and optimizer "
                           "state in proportion to the parameters the forward reads",
