@@ -7,7 +7,8 @@ import pytest
 
 from lumos.errors import ConfigError
 from lumos.estimate.baseline import detect_baseline
-from lumos.estimate.reshape import _op_params, reshape_workload
+from lumos.estimate.params import op_params
+from lumos.estimate.reshape import reshape_workload
 from lumos.estimate.shapes import (
     Dims,
     ShapeModel,
@@ -171,10 +172,10 @@ def test_cost_lines_and_the_dispatch_floor():
 
 
 def test_parameters_of_ops():
-    assert _op_params("aten::addmm", [[384], [512, 128], [128, 384], [], []]) == 128 * 384 + 384
-    assert _op_params("aten::mm", [[512, 128], [128, 512]]) == 128 * 512
-    assert _op_params("aten::embedding", [[512, 128], [8, 64], [], [], []]) == 512 * 128
-    assert _op_params("aten::layer_norm", [[8, 64, 128], [], [128], [128], [], []]) == 256
+    assert op_params("aten::addmm", [[384], [512, 128], [128, 384], [], []]) == 128 * 384 + 384
+    assert op_params("aten::mm", [[512, 128], [128, 512]]) == 128 * 512
+    assert op_params("aten::embedding", [[512, 128], [8, 64], [], [], []]) == 512 * 128
+    assert op_params("aten::layer_norm", [[8, 64, 128], [], [128], [128], [], []]) == 256
 
 
 def test_the_bundled_run_configuration_is_found(example):

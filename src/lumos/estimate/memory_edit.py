@@ -18,14 +18,10 @@ configuration, and the bytes scale with the op's output elements, new over old:
   the optimizer's per-parameter temporaries).
 
 Resident state (memory held when the recording began: weights, gradients, optimizer state)
-scales with the parameter count, new over old (:func:`resident_ratio`), inferred from the
-weights the first step's forward reads (matrix products' weights and biases, embedding tables,
-norms' weights), each mapped into the new configuration: a weight read inside a forward layer
-block (:mod:`lumos.estimate.layers`) is a layer's and counts once more per added layer, every
-other one is the model's own (embeddings, final norm, LM head). Only a graph where no forward
-layer block was found falls back to telling them apart by shape: an embedding table or a weight
-with a vocabulary-sized dimension is the model's own (which takes an FFN as wide as the
-vocabulary for the model's own too).
+scales with the parameter count, new over old (:func:`resident_ratio`): the weights the first
+step's forward reads, the model's own and its layers' (each counted once more per added layer),
+mapped into the new configuration, as :func:`lumos.estimate.params.forward_params` counts them
+for every edit that scales with the parameters (the gradient collectives' bytes among them).
 """
 
 from __future__ import annotations
@@ -39,15 +35,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lumos.estimate.layers import (
-    BACKWARD_PATTERN,
-    OPTIMIZER_PATTERN,
-    LayerMap,
-    forward_layer_spans,
-    marked,
-)
-from lumos.estimate.shapes import Dims, _Mapper, decoded_dims, map_dims
-from lumos.graph.model import AnnotationKind, ExecGraph
+from lumos.estimate.layers import LayerMap
+from lumos.estimate.params import forward_params, with_vocab
+from lumos.estimate.shapes import Dims, _Mapper, map_dims
+from lumos.graph.model import ExecGraph
 
 __all__ = ["out_elements", "resident_ratio", "resize_memory", "scale_resident", "with_vocab"]
 
@@ -129,106 +120,15 @@ def resize_memory(
     return g.replace(memory=mem.scaled(ratio)), changed
 
 
-_PARAM_OPS = ("aten::addmm", "aten::mm", "aten::embedding", "aten::layer_norm",
-              "aten::rms_norm")  # fmt: skip
-
-
-def _weights(name: str, d: list[Any]) -> int:
-    """Parameter elements an op reads: a matrix product's weight (its last 2-D input) and
-    bias, ``linear``'s weight and bias, an embedding's table, a norm's 1-D weights."""
-    shapes = [x for x in d if isinstance(x, list) and x and all(isinstance(v, int) for v in x)]
-    mats = [x for x in shapes if len(x) == 2]
-    if name in ("aten::addmm", "aten::mm"):
-        bias = _prod(shapes[0]) if name == "aten::addmm" and len(shapes[0]) == 1 else 0
-        return _prod(mats[-1]) + bias if mats else 0
-    if name == "aten::linear":
-        return sum(_prod(x) for x in shapes[1:] if len(x) <= 2)
-    if name == "aten::embedding":
-        return _prod(shapes[0]) if shapes and len(shapes[0]) == 2 else 0
-    return sum(_prod(x) for x in shapes if len(x) == 1)
-
-
-def with_vocab(g: ExecGraph, old: Dims, new: Dims) -> tuple[Dims, Dims]:
-    """``old``/``new`` with the vocabulary filled in where the baseline did not find it: the
-    rows of the largest embedding table whose rows are not the sequence (a position table's
-    are). Without it a vocabulary that equals another quantity (2 x FFN, say) would be resized
-    as that quantity."""
-    if old.vocab > 0:
-        return old, new
-    dec = decoded_dims(g)
-    emb = g.names.index("aten::embedding") if "aten::embedding" in g.names else -1
-    a = g.annotations
-    rows = [int(a.dims_idx[i]) for i in np.flatnonzero((a.name_idx == emb) & (a.dims_idx >= 0))]
-    if g.task_dims_idx is not None:
-        t = np.flatnonzero((g.tasks.name_idx == emb) & (g.task_dims_idx >= 0))
-        rows += [int(g.task_dims_idx[i]) for i in t.tolist()]
-    tables = []
-    for r in set(rows):
-        d = dec[r]
-        if (
-            d
-            and isinstance(d[0], list)
-            and len(d[0]) == 2
-            and all(isinstance(x, int) for x in d[0])
-        ):
-            tables.append(d[0])
-    tables = [x for x in tables if x[0] != old.seq]
-    if not tables:
-        return old, new
-    vocab = max(tables, key=_prod)[0]
-    return replace(old, vocab=vocab), replace(new, vocab=vocab)
-
-
 def resident_ratio(
     g: ExecGraph, old: Dims, new: Dims, layers_ratio: float, layers: LayerMap | None = None
 ) -> float:
-    """New over old parameters of ``g``'s model part (see the module docstring); the layers'
-    share is multiplied by ``layers_ratio`` too. ``layers_ratio`` when no weight is seen.
-
-    ``layers`` is :func:`~lumos.estimate.layers.find_layers` of ``g`` itself (its blocks index
-    ``g``'s tasks): an op whose first task runs inside one of its forward layer blocks
-    (:func:`~lumos.estimate.layers.forward_layer_spans`) reads a layer's weights, any other op
-    the model's own. Without it, or when it has no forward layer block, the vocabulary test of
-    the module docstring decides."""
-    if g.task_dims_idx is None:
-        return layers_ratio
-    in_layer = forward_layer_spans(g, layers) if layers is not None else None
-    dec = decoded_dims(g)
-    indptr, perm = g.processor_order()
-    back = marked(g, BACKWARD_PATTERN, indptr, perm) | marked(g, OPTIMIZER_PATTERN, indptr, perm)
-    a, t = g.annotations, g.tasks
-    steps = np.flatnonzero(a.kind == int(AnnotationKind.STEP))
-    lo = int(a.ts_ns[steps[0]]) if len(steps) else -(2**62)
-    hi = int(a.ts_ns[steps[0]] + a.dur_ns[steps[0]]) if len(steps) else 2**62
-    wanted = np.fromiter((n in _PARAM_OPS for n in g.names), bool, len(g.names))
-    ops = [(int(a.name_idx[i]), int(a.dims_idx[i]), int(a.first_task_idx[i]))
-           for i in np.flatnonzero((a.dims_idx >= 0) & (a.first_task_idx >= 0)
-                                   & wanted[a.name_idx]).tolist()]  # fmt: skip
-    ops += [(int(t.name_idx[i]), int(g.task_dims_idx[i]), i)
-            for i in np.flatnonzero((g.task_dims_idx >= 0) & wanted[t.name_idx]).tolist()]  # fmt: skip
-    old, new = with_vocab(g, old, new)
-    mapper = _Mapper(old, new)
-    vocab = old.quantities().get("vocab", -1)
-    totals = np.zeros((2, 2))  # [outside, inside] x [old, new]
-    for name_idx, di, first in ops:
-        d = dec[di]
-        if not d or back[first] or not lo <= int(t.ts_ns[first]) < hi:
-            continue
-        name = g.names[name_idx]
-        w = _weights(name, d)
-        if w <= 0:
-            continue
-        if in_layer is not None:
-            outside = not in_layer[first]
-        else:
-            flat = [x for s in d if isinstance(s, list)
-                    for x in (s if s and isinstance(s[0], int) else [])]  # fmt: skip
-            outside = name == "aten::embedding" or vocab in flat
-        totals[int(not outside)] += (w, _weights(name, map_dims(name, d, mapper, not outside)))
-    before = totals[0, 0] + totals[1, 0]
-    if before <= 0:
-        return layers_ratio
-    return float((totals[0, 1] + layers_ratio * totals[1, 1]) / before)
+    """New over old parameters of ``g``'s model part, the layers' share multiplied by
+    ``layers_ratio`` too: :func:`~lumos.estimate.params.forward_params` (``layers`` is
+    :func:`~lumos.estimate.layers.find_layers` of ``g`` itself; without it, or when it has no
+    forward layer block, weights are told apart by shape). ``layers_ratio`` when no weight is
+    seen."""
+    return forward_params(g, layers, old, new).ratio(layers_ratio)
 
 
 def scale_resident(g: ExecGraph, ratio: float) -> ExecGraph:

@@ -12,10 +12,12 @@
 3. ``hidden``, ``ffn``, ``heads``, ``seq``, ``microbatch_size``: every op with recorded shapes is
    re-timed by :mod:`lumos.estimate.shapes`.
 4. Communication is re-sized by the bytes it moves: gradient collectives (all-reduce,
-   reduce-scatter, all-gather) by the parameter count, point-to-point messages by the activation
-   size ``b x s x hidden``; its transfer is re-timed by ``a + c x bytes`` fitted on the trace's
-   own collectives of that kind (proportional when they all have one size). The time spent
-   waiting for peers is left to the simulation.
+   reduce-scatter, all-gather) by rank 0's parameter count (the forward's weights, outside and
+   inside the layers: :func:`~lumos.estimate.params.forward_params`, the count that scales
+   resident memory too), point-to-point messages by the activation size ``b x s x hidden``;
+   its transfer is re-timed by ``a + c x bytes`` fitted on the trace's own collectives of that
+   kind (proportional when they all have one size). The time spent waiting for peers is left
+   to the simulation.
 
 5. ``schedule``: each rank's micro-batch blocks re-ordered (:mod:`lumos.estimate.pipeline`).
 
@@ -38,7 +40,6 @@ from lumos.estimate.baseline import Baseline
 from lumos.estimate.blocks import resize_groups
 from lumos.estimate.edit import Edit
 from lumos.estimate.layers import (
-    BACKWARD_PATTERN,
     OPTIMIZER_PATTERN,
     find_layers,
     is_comm_issuer,
@@ -46,24 +47,22 @@ from lumos.estimate.layers import (
 )
 from lumos.estimate.memory_edit import resident_ratio, resize_memory, scale_resident
 from lumos.estimate.needs import require
+from lumos.estimate.params import forward_params
 from lumos.estimate.pipeline import reschedule
 from lumos.estimate.pipeline_edits import interleave_edit, merge_edit, split_edit
 from lumos.estimate.pipeline_edits import refuse_sends_in_flight as _refuse_in_flight
 from lumos.estimate.shapes import (
     Dims,
-    _Mapper,
-    decoded_dims,
     fit_line,
     fit_shape_model,
-    map_dims,
     retime,
     retime_spans,
 )
 from lumos.estimate.shapes_device import fit_device_model, launching_spans, retime_device
-from lumos.graph.kinds import AnnotationKind, CommType, DepKind, TaskKind
+from lumos.graph.kinds import CommType, DepKind, TaskKind
 from lumos.graph.model import ExecGraph, Workload
 
-__all__ = ["MODEL_KEYS", "Edit", "forward_params", "reshape_workload", "resize_comms"]
+__all__ = ["MODEL_KEYS", "Edit", "reshape_workload", "resize_comms"]
 
 MODEL_KEYS = ("layers", "hidden", "ffn", "heads", "seq", "microbatches", "microbatch_size", "pp")
 _PIPELINE_KEYS = {"microbatches", "pp"}
@@ -256,71 +255,15 @@ def _resize(graphs, maps, level, new_count):
                      model="copies of the traced blocks")  # fmt: skip
 
 
-_PARAM_OPS = ("aten::addmm", "aten::mm", "aten::embedding", "aten::layer_norm", "aten::rms_norm")
-
-
-def _op_params(name: str, d: list) -> float:
-    """Parameters an op reads: a matrix product's weight (its last 2-D input) and bias, an
-    embedding's table, a norm's 1-D weights."""
-    shapes = [x for x in d if isinstance(x, list) and x and all(isinstance(v, int) for v in x)]
-    if name in ("aten::addmm", "aten::mm"):
-        mats = [x for x in shapes if len(x) == 2]
-        bias = shapes[0] if name == "aten::addmm" and shapes and len(shapes[0]) == 1 else []
-        return float(np.prod(mats[-1])) + (float(np.prod(bias)) if bias else 0.0) if mats else 0.0
-    if name == "aten::embedding":
-        return float(np.prod(shapes[0])) if shapes and len(shapes[0]) == 2 else 0.0
-    return sum(float(np.prod(x)) for x in shapes if len(x) == 1)
-
-
-def forward_params(g: ExecGraph, lm, mapper: _Mapper | None) -> tuple[float, float]:
-    """``(outside, inside)``: parameters read by the first step's forward ops, outside the
-    layers and inside them (all layers of this rank)."""
-    if g.task_dims_idx is None:
-        return 0.0, 0.0
-    dec = decoded_dims(g)
-    layer = lm.task_layer(g.num_tasks)
-    indptr, perm = g.processor_order()
-    back = marked(g, BACKWARD_PATTERN, indptr, perm) | marked(g, OPTIMIZER_PATTERN, indptr, perm)
-    a, t = g.annotations, g.tasks
-    steps = np.flatnonzero(a.kind == int(AnnotationKind.STEP))
-    lo, hi = (
-        (int(a.ts_ns[steps[0]]), int(a.ts_ns[steps[0]] + a.dur_ns[steps[0]]))
-        if len(steps)
-        else (-(2**62), 2**62)
-    )
-    wanted = np.fromiter((n in _PARAM_OPS for n in g.names), bool, len(g.names))
-    spans = np.flatnonzero((a.dims_idx >= 0) & (a.first_task_idx >= 0) & wanted[a.name_idx])
-    ops = [(g.names[a.name_idx[i]], int(a.dims_idx[i]), int(a.first_task_idx[i]))
-           for i in spans.tolist()]  # fmt: skip
-    tasks = np.flatnonzero((g.task_dims_idx >= 0) & wanted[t.name_idx])
-    ops += [(g.task_name(i), int(g.task_dims_idx[i]), i) for i in tasks.tolist()]
-    out = [0.0, 0.0]
-    for name, di, first in ops:
-        if name not in _PARAM_OPS or back[first] or not lo <= t.ts_ns[first] < hi:
-            continue
-        d = dec[di]
-        if not d:
-            continue
-        inside = bool(layer[first] >= 0)
-        if mapper is not None:
-            d = map_dims(name, d, mapper, inside)
-        out[int(inside)] += _op_params(name, d)
-    return out[0], out[1]
-
-
 def _param_ratio(
     workload: Workload, base: Baseline, layers_ratio: float, new: Dims | None
 ) -> float:
-    """New over old parameter count of rank 0's model part (its forward's weights)."""
+    """New over old parameter count of rank 0's model part (its forward's weights,
+    :func:`~lumos.estimate.params.forward_params`), the layers ``layers_ratio`` times as
+    many."""
     g = workload.graphs[0]
     lm = base.layer_maps[0] if base.layer_maps else find_layers(g)
-    out_old, in_old = forward_params(g, lm, None)
-    if out_old + in_old <= 0:
-        return layers_ratio
-    out_new, in_new = (
-        (out_old, in_old) if new is None else forward_params(g, lm, _Mapper(base.dims(), new))
-    )
-    return (out_new + layers_ratio * in_new) / (out_old + in_old)
+    return forward_params(g, lm, base.dims(), new).ratio(layers_ratio)
 
 
 def resize_comms(graphs: list[ExecGraph], param_ratio: float, act_ratio: float):

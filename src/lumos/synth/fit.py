@@ -42,7 +42,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,6 +53,10 @@ from lumos.graph.model import ExecGraph, Workload
 from lumos.synth.classes import CLASSES, task_classes
 from lumos.synth.skeleton import Skeleton, extract_step, step_of_tasks
 from lumos.synth.sketch import fit_sketches, rank_bins
+
+if TYPE_CHECKING:
+    from lumos.estimate.baseline import Baseline
+    from lumos.estimate.layers import LayerMap
 
 __all__ = ["MODEL_FORMAT", "MODEL_VERSION", "RankFit", "fit_model", "fit_rank"]
 
@@ -229,7 +233,9 @@ def fit_rank(g: ExecGraph, variants: Sequence[tuple[int, Sequence[int]]] | None 
     cost = np.maximum(t.dur_ns - wait, 0)
     from lumos.estimate.layers import find_layers
 
-    groups = find_layers(g).groups
+    base = _baseline(g)
+    lm = base.layer_maps[0] if base is not None else find_layers(g)
+    groups = lm.groups
     delay_key = (e.kind.astype(np.int64) << KIND_SHIFT) | sym[e.dst].astype(np.int64)
     row_of_task = np.cumsum(in_step) - 1
     row_of_edge = np.cumsum(e_in) - 1
@@ -278,25 +284,25 @@ def fit_rank(g: ExecGraph, variants: Sequence[tuple[int, Sequence[int]]] | None 
         rows=rows,
         join_rows=join_rows,
         groups=[{"ranks": list(pg.ranks), "backend": pg.backend} for pg in g.process_groups],
-        config=_config(g),
+        config=dict(base.values) if base is not None else {},
         steps=n_steps,
         step_ns=float(steps_ns.mean()) if len(steps_ns) else 0.0,
         tasks=int(in_step.sum()),
         step_start_ns=int(t.ts_ns[first[0]].min()),
         proc_start_ns=_proc_starts(g, first[0], first[1]),
         step_pad_ns=_pad(g, first[2]),
-        params=_params(g),
+        params=_params(g, lm, base),
         calibration={k: int(v) for k, v in g.calibration.items()},
     )
 
 
-def _params(g: ExecGraph) -> tuple[int, int]:
-    """Forward weights outside and inside the layers: how gradient bytes grow with layers."""
-    from lumos.estimate.layers import find_layers
-    from lumos.estimate.reshape import forward_params
+def _params(g: ExecGraph, lm: LayerMap, base: Baseline | None) -> tuple[int, int]:
+    """Forward weights outside and inside the layers (``lm``, found on ``g``): how gradient
+    bytes grow with layers (:func:`lumos.estimate.params.forward_params`)."""
+    from lumos.estimate.params import forward_params
 
-    outside, inside = forward_params(g, find_layers(g), None)
-    return int(outside), int(inside)
+    p = forward_params(g, lm, base.dims() if base is not None else None)
+    return p.outside_old, p.inside_old
 
 
 def _proc_starts(g: ExecGraph, tasks: NDArray[np.int64], skel: Skeleton) -> list[int]:
@@ -330,13 +336,14 @@ def _pad(g: ExecGraph, rep: int) -> tuple[int, int]:
     return (int(a.lead_ns[rows[rep]]), int(a.tail_ns[rows[rep]]))
 
 
-def _config(g: ExecGraph) -> dict[str, int]:
+def _baseline(g: ExecGraph) -> Baseline | None:
+    """The model configuration found in ``g`` alone; None where none can be."""
     from lumos.estimate.baseline import detect_baseline
 
     try:
-        return dict(detect_baseline(Workload.of(g)).values)
+        return detect_baseline(Workload.of(g))
     except LumosError:
-        return {}
+        return None
 
 
 def fit_model(

@@ -241,12 +241,13 @@ def sample_rank(plan: Plan, rank: int, shape: ExecGraph | None = None) -> ExecGr
 def _grow_gradients(g: ExecGraph, m: Mapping[str, Any], layers: int) -> ExecGraph:
     """More layers hold more weights: gradient collectives carry (and take) that much more,
     re-timed as ``lumos estimate`` does (:func:`lumos.estimate.reshape.resize_comms`)."""
+    from lumos.estimate.params import ForwardParams
     from lumos.estimate.reshape import resize_comms
 
-    outside, inside = m.get("params") or (0, 0)
-    old = int(m["config"]["layers"])
-    ratio = (outside + inside * layers / old) / (outside + inside) if outside + inside else (
-        layers / old)  # fmt: skip
+    outside, inside = (int(x) for x in m.get("params") or (0, 0))
+    ratio = ForwardParams(outside, inside, outside, inside).ratio(
+        layers / int(m["config"]["layers"])
+    )
     (out,), _ = resize_comms([g], ratio, 1.0)
     return out
 
