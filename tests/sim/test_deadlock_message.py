@@ -116,3 +116,32 @@ def test_crossed_collectives_name_the_first_three_and_the_foreign_ranks(
         "rank 1 task 0 'ar1' (COMM on stream 20 #0): collective peers never arrived"
         ". The Chakra ETs of rank(s) " + tail
     )
+
+
+def test_a_stuck_collective_numbered_0_brings_the_chakra_hint_for_the_foreign_ranks_only() -> None:
+    """Two ranks share one all-reduce (seq 1), the only collective, so its group is numbered 0.
+    Rank 1's all-reduce needs 'x', which is in a cycle with 'y' (two threads): rank 0's
+    all-reduce arrives and waits forever. Of the 4 tasks all are stuck; the two all-reduces are
+    the collective members, named in task order (rank 0's task 0, then rank 1's task 2). A shown
+    task is in a collective (group 0 counts like any other) and only rank 1 is marked foreign, so
+    the hint lists rank 1 alone."""
+    graphs = []
+    for rank in (0, 1):
+        b = GraphBuilder(rank=rank, world_size=2)
+        pg = b.process_group("0", (0, 1))
+        if rank == 1:
+            x, y = b.task(b.thread(1), "x", 1), b.task(b.thread(2), "y", 1)
+            b.edge(x, y, DepKind.INTER_THREAD)
+            b.edge(y, x, DepKind.INTER_THREAD)
+        c = b.comm(CommType.ALL_REDUCE, 8, pg, 1)
+        ar = b.task(b.stream(20), "ar1", 5, TaskKind.COMM, comm=c)
+        if rank == 1:
+            b.edge(x, ar, DepKind.INTER_THREAD)
+        d = Diagnostics({FOREIGN_ORDER: 2}) if rank == 1 else Diagnostics()
+        graphs.append(b.build().replace(diagnostics=d))
+    assert _message(Workload(tuple(graphs))) == (
+        "deadlock: 4 of 4 tasks can never start; "
+        "rank 0 task 0 'ar1' (COMM on stream 20 #0): collective peers never arrived; "
+        "rank 1 task 2 'ar1' (COMM on stream 20 #0): collective peers never arrived"
+        ". The Chakra ETs of rank(s) 1" + _FOREIGN_HINT
+    )

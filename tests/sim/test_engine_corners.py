@@ -86,3 +86,72 @@ def test_a_negative_duration_from_the_cost_model_is_refused_naming_the_rank() ->
         SimulationError, match=r"^cost model returned a negative duration for rank 3$"
     ):
         simulate(b.build().validate(), MinusOneForTask(1))
+
+
+def test_a_sync_released_by_an_edge_still_lets_a_same_instant_launch_count_as_before_it() -> None:
+    """Like the test above, but the sync (task 1) is the first task on its own thread, released
+    at 10 by an inter-thread edge from ``mm`` (task 0, [0, 10]) rather than by a processor
+    predecessor; the launch (task 2) is released at 10 the same way. A task with runtime waits
+    yields to every task without waits at the same instant, whichever releases it: launch
+    [10, 15], kernel [15, 115], sync [115, 117] (taken first, it would find nothing launched on
+    the stream and run [10, 12])."""
+    b = GraphBuilder()
+    th0, th1, th2, st = b.thread(1), b.thread(2), b.thread(3), b.stream(7)
+    mm = b.task(th0, "aten::mm", 10)
+    sync = b.task(th1, "cudaStreamSynchronize", 2, TaskKind.RUNTIME)
+    launch = b.task(th2, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
+    k = b.task(st, "gemm", 100)
+    b.edge(mm, sync, DepKind.INTER_THREAD)
+    b.edge(mm, launch, DepKind.INTER_THREAD)
+    b.edge(launch, k, DepKind.LAUNCH)
+    b.wait(sync, WaitKind.STREAM, stream=st)
+    assert (mm, sync, launch, k) == (0, 1, 2, 3)
+    r = simulate(b.build().validate())
+    assert times(r) == [(0, 10), (115, 117), (10, 15), (15, 115)]
+    assert (int(r.cause_kind[sync]), int(r.cause_ref[sync])) == (CAUSE_WAIT, k)
+
+
+def test_a_device_sync_waits_for_every_launched_stream_of_its_device_and_no_other() -> None:
+    """Device 0 has stream 3 with kernel ``k0`` (no launch edge: launched at 0, runs
+    [0, 1000]); device 1 has streams 5 (processor 1) and 6 (processor 2). The thread launches
+    ``kB`` on stream 6 ([0, 5]; kB [5, 55]), synchronizes device 1, then launches ``kA`` on
+    stream 5. At the sync (ready at 5) nothing is launched on stream 5 yet, so only kB counts:
+    sync [55, 57], second launch [57, 62], kA [62, 162]. Stream 5 being empty must not stop the
+    search before stream 6 (that would give sync [5, 7]), and device 0's ``k0`` is not waited
+    for (that would give sync [1000, 1002])."""
+    b = GraphBuilder()
+    s3 = b.stream(3, device=0)
+    s5, s6 = b.stream(5, device=1), b.stream(6, device=1)
+    th = b.thread(1)
+    k0 = b.task(s3, "k0", 1000)
+    launch_b = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
+    sync = b.task(th, "cudaDeviceSynchronize", 2, TaskKind.RUNTIME)
+    launch_a = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
+    k_a = b.task(s5, "kA", 100)
+    k_b = b.task(s6, "kB", 50)
+    b.edge(launch_b, k_b, DepKind.LAUNCH)
+    b.edge(launch_a, k_a, DepKind.LAUNCH)
+    b.wait(sync, WaitKind.DEVICE, device=1)
+    assert (s3, s5, s6, th) == (0, 1, 2, 3)
+    assert (k0, launch_b, sync, launch_a, k_a, k_b) == (0, 1, 2, 3, 4, 5)
+    r = simulate(b.build().validate())
+    assert times(r) == [(0, 1000), (0, 5), (55, 57), (57, 62), (62, 162), (5, 55)]
+    assert (int(r.cause_kind[sync]), int(r.cause_ref[sync])) == (CAUSE_WAIT, k_b)
+
+
+def test_times_beyond_float_precision_stay_exact_in_integer_ns() -> None:
+    """Task ``a`` lasts 2**53 + 1 ns, past the last integer float64 holds exactly after 2**53.
+    ``b`` follows it on its thread, ``c`` on another thread through an edge with a 2 ns delay:
+    a [0, 2**53 + 1], b [2**53 + 1, 2**53 + 4], c [2**53 + 3, 2**53 + 8]. Any time kept as a
+    float on the way would round the odd values (2**53 + 1 and 2**53 + 3) to even ones."""
+    big = 2**53
+    b = GraphBuilder()
+    th1, th2 = b.thread(1), b.thread(2)
+    a = b.task(th1, "a", big + 1)
+    b.task(th1, "b", 3)
+    c = b.task(th2, "c", 5)
+    b.edge(a, c, DepKind.INTER_THREAD, 2)
+    r = simulate(b.build().validate())
+    assert r.start_ns.dtype == np.int64 and r.end_ns.dtype == np.int64
+    assert times(r) == [(0, big + 1), (big + 1, big + 4), (big + 3, big + 8)]
+    assert r.makespan_ns == big + 8

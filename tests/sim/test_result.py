@@ -1,9 +1,12 @@
-"""``SimResult``'s summaries (``to_dict``, ``busy_ns``, ``annotation_spans``, ``steps``) pinned
-whole on hand-made graphs whose replay times are worked out by hand."""
+"""``SimResult``'s summaries (``to_dict``, ``to_json``, ``busy_ns``, ``annotation_spans``,
+``steps``, ``repr``) and look-ups (``graph_index``, ``global_tables``) pinned whole on hand-made
+graphs whose replay times are worked out by hand."""
 
 from __future__ import annotations
 
-from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind
+import pytest
+
+from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind, Workload
 from lumos.graph.synthetic import GraphBuilder
 from lumos.sim import simulate
 
@@ -91,3 +94,55 @@ def test_a_graph_without_tasks_summarises_to_zeros_and_empty_spans() -> None:
         ],
         "diagnostics": {},
     }
+
+
+def two_ranks() -> tuple[ExecGraph, ExecGraph]:
+    """Rank 0: one CPU op of 1 ms on thread 1. Rank 1: 'a' (345,678 ns) then 'b' (2 ms) on
+    thread 1, joined by the builder's intra-thread edge."""
+    b0 = GraphBuilder(rank=0, world_size=2)
+    b0.task(b0.thread(1), "step", 1_000_000)
+    b1 = GraphBuilder(rank=1, world_size=2)
+    th = b1.thread(1)
+    b1.task(th, "a", 345_678)
+    b1.task(th, "b", 2_000_000)
+    return b0.build().validate(), b1.build().validate()
+
+
+def test_a_two_rank_result_prints_indexes_and_serialises_its_ranks() -> None:
+    """Rank 0 runs [0, 1e6]; rank 1 runs a [0, 345678], b [345678, 2345678]: 3 tasks, makespan
+    2,345,678 ns, printed as 2.346 ms. Each rank's graph is found by identity or by rank; a
+    copy of rank 1's graph by its rank. The workload's one edge (rank 1's a -> b) has global
+    source 0 + 1 (rank 1's tasks start at 1); the tables are computed once and shared. The
+    canonical JSON lists keys sorted, without spaces, tasks only when asked."""
+    g0, g1 = two_ranks()
+    r = simulate(Workload((g0, g1)))
+    assert repr(r) == "SimResult(2 rank(s), 3 tasks, makespan 2.346 ms)"
+
+    assert (r.graph_index(g0), r.graph_index(g1)) == (0, 1)
+    copy1 = g1.replace()
+    assert copy1 is not g1 and r.graph_index(copy1) == 1
+    assert (r.graph_index(0), r.graph_index(1)) == (0, 1)
+    with pytest.raises(KeyError, match="rank 7 is not part of this result"):
+        r.graph_index(7)
+
+    tables = r.global_tables()
+    assert r.global_tables() is tables
+    edge_src, edge_kind, task_kind = tables
+    assert edge_src.tolist() == [1]
+    assert edge_kind.tolist() == [DepKind.INTRA_THREAD]
+    assert task_kind.tolist() == [TaskKind.CPU_OP] * 3
+
+    rank0 = (
+        '{"annotations":[],%s"makespan_ns":1000000,"num_tasks":1,'
+        '"processors":[{"busy_ns":1000000,"label":"thread 1"}],"rank":0,%s"steps":[]}'
+    )
+    rank1 = (
+        '{"annotations":[],%s"makespan_ns":2345678,"num_tasks":2,'
+        '"processors":[{"busy_ns":2345678,"label":"thread 1"}],"rank":1,%s"steps":[]}'
+    )
+    doc = '{"diagnostics":{},"makespan_ns":2345678,"ranks":[%s,%s]}'
+    assert r.to_json() == doc % (rank0 % ("", ""), rank1 % ("", ""))
+    assert r.to_json(include_tasks=True) == doc % (
+        rank0 % ('"end_ns":[1000000],', '"start_ns":[0],'),
+        rank1 % ('"end_ns":[345678,2345678],', '"start_ns":[0,345678],'),
+    )
