@@ -8,6 +8,7 @@ their events here, independently of the module.
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -108,6 +109,34 @@ def test_without_synchronize_only_launches_onto_idle_streams_can_show_a_lead_and
     d = Diagnostics()
     assert fit_clock(_bounds([-9_000], [], floor=9_000), d).offset_ns == 0
     assert not d
+
+
+def test_a_synchronize_that_is_the_traces_first_event_bounds_the_clock_like_any_other(tmp_path):
+    """Thread 2 launches kernel ``k`` at 0 us (call 0-5 us); ``k`` is recorded at 30-130 us on
+    stream 7. Thread 1's only event, and so the trace's first (events sort by thread, then
+    time), is a ``cudaDeviceSynchronize`` from 60 to 114 us: it returned 16 us before ``k``
+    was recorded to end, so the GPU clock leads. Bounds: ``off >= 0 - 30 = -30 us`` (the
+    launch), ``off <= 114 - 130 = -16 us`` (the synchronize, blocked 54 us > 50 us: nearly
+    tight). The two tight facts lie 14 us apart, so the offset is half way, -23 us, and ``k``
+    moves to 7-107 us."""
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1,
+         "ts": 60, "dur": 54, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2,
+         "ts": 0, "dur": 5, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 100,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+    ]  # fmt: skip
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    tr = read_kineto(p)
+    assert tr.names[int(tr.events.name_idx[0])] == "cudaDeviceSynchronize"
+    g = build_graph(tr)
+    cal = {k: v for k, v in g.calibration.items() if k.startswith("gpu_clock")}
+    assert cal == {"gpu_clock_offset_ns": -23_000, "gpu_clock_lower_bound_ns": -30_000,
+                   "gpu_clock_upper_bound_ns": -16_000}  # fmt: skip
+    k = [g.names[int(i)] for i in g.tasks.name_idx].index("k")
+    assert (int(g.tasks.ts_ns[k]), int(g.tasks.dur_ns[k])) == (7_000, 100_000)
 
 
 _DEVICE_SYNC = re.compile(r"^(cuda|hip)DeviceSynchronize$")
