@@ -55,3 +55,25 @@ def test_a_kernel_held_long_after_its_launch_waits_for_the_other_streams_kernel_
     ]
     assert g.diagnostics.count("inter_stream_edge_from_timing") == 1
     assert g.diagnostics.count("gpu_gap_unexplained") == 0
+
+
+def test_every_kernel_recorded_starting_before_its_stream_was_free_is_counted(
+    tmp_path: Path,
+) -> None:
+    """Three kernels launched onto stream 7 (calls at 0, 6 and 12 us): ``k1`` runs 10-30 us,
+    ``k2`` is recorded from 28 us and ``k3`` from 36 us, each 2 us (more than the 1 us
+    tolerance) before the kernel ahead of it on the stream ended (30 and 38 us). Both start
+    before their dependencies allow: counted twice, the example naming the first, ``k2``
+    (task 6: the thread's anchor and three calls are tasks 0-3, the stream's anchor task 4)."""
+    events = [
+        _launch(0, 1), _kernel("k1", 10, 20, 7, 1),
+        _launch(6, 2), _kernel("k2", 28, 10, 7, 2),
+        _launch(12, 3), _kernel("k3", 36, 10, 7, 3),
+    ]  # fmt: skip
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    g = build_graph(read_kineto(p))
+    assert g.calibration["gpu_clock_offset_ns"] == 0
+    assert g.names[int(g.tasks.name_idx[6])] == "k2"
+    assert g.diagnostics.count("gpu_task_starts_before_its_dependencies") == 2
+    assert g.diagnostics.example("gpu_task_starts_before_its_dependencies") == "task 6"
