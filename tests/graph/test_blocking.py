@@ -121,3 +121,39 @@ def test_a_launch_that_blocked_on_a_full_queue_keeps_its_usual_cost_and_waits_fo
             for s, d, k, dl in zip(e.src, e.dst, e.kind, e.delay_ns, strict=True)
             if k == int(DepKind.SYNC)]  # fmt: skip
     assert sync == [("k0", 5, 2_000)]
+
+
+def _op(name: str, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": {}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("wait_us", "split"), [(40, False), (41, True)])
+def test_an_op_that_waited_on_another_thread_is_split_only_when_longer_than_four_gaps(
+    tmp_path, wait_us, split
+):
+    """Thread 1 runs five ops 10 us apart (gaps of 10 us: the usual overhead); the third, ``W``,
+    runs from 30 us for ``wait_us``. Thread 2's only op, ``u``, runs 32-68 us inside ``W`` and
+    ends 2 or 3 us before ``W`` (within 10 % of it). ``W`` holds a wait only when longer than
+    4 x 10 us: at exactly 40 us it is an ordinary op and keeps its 40 us; at 41 us it keeps the
+    2 us until thread 2 began (32 us), and the next op ``c`` (81 us) waits for ``u`` with the
+    recorded 81 - 68 = 13 us reaction, its own 10 us gap after ``W`` kept on the thread."""
+    c_us = 30 + wait_us + 10
+    trace = _read(tmp_path, [
+        _op("a", 0, 5), _op("b", 15, 5), _op("W", 30, wait_us), _op("c", c_us, 5),
+        _op("d", c_us + 15, 5), _op("u", 32, 36, tid=2),
+    ])  # fmt: skip
+    g = build_graph(trace)
+    tasks = _tasks(g)
+    names = [t[0] for t in tasks]
+    assert tasks[names.index("W")] == ("W", 30_000, 2_000 if split else wait_us * 1_000)
+    e = g.edges
+    into_c = sorted((DepKind(int(k)).name, names[int(s)], int(dl))
+                    for s, d, k, dl in zip(e.src, e.dst, e.kind, e.delay_ns, strict=True)
+                    if names[int(d)] == "c")  # fmt: skip
+    if split:
+        assert into_c == [("INTER_THREAD", "u", 13_000), ("INTRA_THREAD", "W", 10_000)]
+        assert g.diagnostics.count("blocking_call_split") == 1
+    else:
+        assert into_c == [("INTRA_THREAD", "W", 10_000)]
+        assert g.diagnostics.count("blocking_call_split") == 0
