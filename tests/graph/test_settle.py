@@ -8,14 +8,18 @@ step time that froze. Hand-made graphs pin the exact cut, the frozen nanoseconds
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from lumos.diagnostics import Diagnostics
 from lumos.errors import SimulationError
+from lumos.graph.build import build_graph
 from lumos.graph.build_causal import CUT, causal, settle, submitted_ns
 from lumos.graph.model import DepKind, TaskKind, WaitKind
 from lumos.graph.synthetic import GraphBuilder
+from lumos.ingest.kineto import read_kineto
 from lumos.sim import simulate
 
 
@@ -182,3 +186,49 @@ def test_an_inferred_edge_in_a_cycle_is_cut_before_a_synchronize_even_when_it_ru
     r = simulate(fixed)
     assert (int(r.start_ns[k1]), int(r.end_ns[sync])) == (60, 162)
     _ = k3
+
+
+def test_a_kernel_recorded_before_its_own_launch_releases_no_thread_that_reached_it_first(
+    tmp_path,
+):
+    """One thread (times in us): launch ``L1`` 0-2 (kernel ``k1`` 5-15, stream 8), device
+    sync ``S1`` 3-20, op ``b`` 60-62, launch ``L2`` 63-65, launch ``L3`` 66-68 (``k3`` 70-80,
+    stream 8), device sync ``S2`` 69-85. ``L2``'s kernel ``u`` is recorded at 40-55 on stream 7,
+    23 us before its call: the launches need an offset >= +23 us, both syncs one <= +5 us
+    (each returned 5 us after the work it waited for), no drift within 5 % reconciles them, so
+    the offset that breaks fewest bounds, 0, is kept and the one broken bound counted.
+
+    ``b`` follows a 40 us gap (the thread's other gaps are 1 us) that ``u``'s end at 55 us
+    would explain with a 5 us reaction, but ``u`` was submitted at 63 us, after the thread
+    reached ``b``: no releaser, so no SYNC edge into ``b`` (it would close the cycle ``b -> L2
+    -> u -> b``) and nothing to cut; ``b`` keeps its recorded 40 us gap after ``S1``."""
+
+    def x(cat, name, ts, dur, tid=1, **args):
+        pid = 0 if cat == "kernel" else 1
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts,
+                "dur": dur, "args": args}  # fmt: skip
+
+    def k(name, ts, dur, stream, corr):
+        return x("kernel", name, ts, dur, tid=stream, device=0, stream=stream, correlation=corr)
+
+    events = [
+        x("cuda_runtime", "cudaLaunchKernel", 0, 2, correlation=1), k("k1", 5, 10, 8, 1),
+        x("cuda_runtime", "cudaDeviceSynchronize", 3, 17, correlation=10),
+        x("cpu_op", "b", 60, 2),
+        x("cuda_runtime", "cudaLaunchKernel", 63, 2, correlation=2), k("u", 40, 15, 7, 2),
+        x("cuda_runtime", "cudaLaunchKernel", 66, 2, correlation=3), k("k3", 70, 10, 8, 3),
+        x("cuda_runtime", "cudaDeviceSynchronize", 69, 16, correlation=11),
+    ]  # fmt: skip
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    g = build_graph(read_kineto(p))
+    assert g.calibration["gpu_clock_offset_ns"] == 0
+    assert g.diagnostics.count("gpu_clock_inconsistent") == 1
+    names = [g.names[int(i)] for i in g.tasks.name_idx]
+    b = names.index("b")
+    e = g.edges
+    into_b = sorted((DepKind(int(kd)).name, names[int(sr)], int(dl))
+                    for sr, d, kd, dl in zip(e.src, e.dst, e.kind, e.delay_ns, strict=True)
+                    if int(d) == b)  # fmt: skip
+    assert into_b == [("INTRA_THREAD", "cudaDeviceSynchronize", 40_000)]
+    assert g.diagnostics.count(CUT) == 0
