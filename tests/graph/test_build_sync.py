@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 
 from lumos.graph.build import build_graph
+from lumos.graph.build_blocking import blocking_copies
+from lumos.graph.build_links import find_launches
+from lumos.graph.build_tasks import lay_out_tasks
 from lumos.graph.model import DepKind, WaitKind
 from lumos.ingest.kineto import trace_from_bytes
 from lumos.sim import simulate
@@ -163,3 +166,33 @@ def test_a_stream_wait_record_without_its_stream_waits_on_the_threads_next_launc
     ])  # fmt: skip
     assert _inter_stream(g) == [("k1", "k2")]
     assert g.diagnostics.count("stream_wait_without_record") == 0
+
+
+def test_kernels_launched_together_keep_their_stream_order_among_later_work():
+    """Stream 7 runs ``k0`` (launched at 50 us), ``lost`` (its launch is not in the trace,
+    recorded at 1000 us on the GPU) and nine kernels ``g0``..``g8`` that one
+    ``cudaGraphLaunch`` at 200 us launched (one correlation id; 1100 + 10 i us, 5 us each).
+    By launch time the stream's order is k0 (50), g0..g8 (200, all tied: they keep their order
+    on the stream), then ``lost`` at its recorded 1000 us. A ``cudaStreamSynchronize`` from 300
+    to 1186 us (no ``cuda_sync`` record) waits for the work launched on stream 7 before it:
+    the last of that is g8, which ends at 1185 us inside the call, so the call keeps 1 us of
+    its own."""
+    graph = [_kernel(f"g{i}", 7, 1100 + 10 * i, 5, 2) for i in range(9)]
+    doc = {"traceEvents": [
+        _call("cudaLaunchKernel", 50, 5, 1), _kernel("k0", 7, 60, 5, 1),
+        _kernel("lost", 7, 1000, 5, 99),
+        _call("cudaGraphLaunch", 200, 10, 2), *graph,
+        _call("cudaStreamSynchronize", 300, 886, 3),
+    ]}  # fmt: skip
+    trace = trace_from_bytes(json.dumps(doc).encode(), "t.json")
+    layout = lay_out_tasks(trace, blocking_copies(trace))
+    launches = find_launches(trace, layout)
+    (gp,) = launches.stream_order
+    times, tasks = launches.stream_order[gp]
+    order = ["k0", *(f"g{i}" for i in range(9)), "lost"]
+    assert [trace.name_of(int(e)) for e in layout.event_idx[tasks]] == order
+    assert times.tolist() == [50_000] + [200_000] * 9 + [1_000_000]
+    g = build_graph(trace)
+    (sync,) = g.waits.task_idx.tolist()
+    assert _names(g, [sync]) == ["cudaStreamSynchronize"]
+    assert int(g.tasks.dur_ns[sync]) == 1_000
