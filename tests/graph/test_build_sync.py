@@ -176,7 +176,7 @@ def test_kernels_launched_together_keep_their_stream_order_among_later_work():
     on the stream), then ``lost`` at its recorded 1000 us. A ``cudaStreamSynchronize`` from 300
     to 1186 us (no ``cuda_sync`` record) waits for the work launched on stream 7 before it:
     the last of that is g8, which ends at 1185 us inside the call, so the call keeps 1 us of
-    its own."""
+    its own and a replay returns it where it returned."""
     graph = [_kernel(f"g{i}", 7, 1100 + 10 * i, 5, 2) for i in range(9)]
     doc = {"traceEvents": [
         _call("cudaLaunchKernel", 50, 5, 1), _kernel("k0", 7, 60, 5, 1),
@@ -196,3 +196,5 @@ def test_kernels_launched_together_keep_their_stream_order_among_later_work():
     (sync,) = g.waits.task_idx.tolist()
     assert _names(g, [sync]) == ["cudaStreamSynchronize"]
     assert int(g.tasks.dur_ns[sync]) == 1_000
+    # a replay of the recording returns it at 1186 us, 1136 us after the first launch (time 0)
+    assert int(simulate(g).end_ns[sync]) == 1_136_000
