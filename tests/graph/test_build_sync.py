@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
 from lumos.graph.build import build_graph
-from lumos.graph.model import WaitKind
+from lumos.graph.build_blocking import blocking_copies
+from lumos.graph.build_links import find_launches
+from lumos.graph.build_tasks import lay_out_tasks
+from lumos.graph.model import DepKind, WaitKind
 from lumos.ingest.kineto import trace_from_bytes
 from lumos.sim import simulate
 
@@ -70,3 +74,127 @@ def test_a_sync_without_its_stream_waits_for_the_stream_that_ended_inside_it(
     assert g.names[g.tasks.name_idx[sync]] == "cudaStreamSynchronize"
     assert int(g.tasks.dur_ns[sync]) == own_ns
     assert int(simulate(g).end_ns[sync]) == int(sync_at * 1_000) + 20_000
+
+
+def _build(events: list[dict[str, Any]]):
+    return build_graph(trace_from_bytes(json.dumps({"traceEvents": events}).encode(), "t.json"))
+
+
+def _names(g, tasks) -> list[str]:
+    return [g.names[g.tasks.name_idx[t]] for t in tasks]
+
+
+def _inter_stream(g) -> list[tuple[str, str]]:
+    e = g.edges
+    sel = np.flatnonzero(e.kind == int(DepKind.INTER_STREAM))
+    return list(zip(_names(g, e.src[sel]), _names(g, e.dst[sel]), strict=True))
+
+
+@pytest.mark.parametrize(("k1_end", "k2_end"), [(100, 60), (60, 100)], ids=["7-last", "8-last"])
+def test_a_device_sync_waits_for_the_work_that_ends_last_on_any_stream(k1_end, k2_end):
+    """Launches at 0 and 6 us of ``k1`` on stream 7 (10 us to ``k1_end``) and ``k2`` on stream 8
+    (12 us to ``k2_end``); a ``cudaDeviceSynchronize`` from 20 to 105 us. It waits for the whole
+    device, whose work ends at 100 us whichever stream ran it last: the call keeps 105 - 100 =
+    5 us of its own, and a replay of the recording returns it at 105 us."""
+    g = _build([
+        _call("cudaLaunchKernel", 0, 5, 1), _kernel("k1", 7, 10, k1_end - 10, 1),
+        _call("cudaLaunchKernel", 6, 5, 2), _kernel("k2", 8, 12, k2_end - 12, 2),
+        _call("cudaDeviceSynchronize", 20, 85, 3),
+    ])  # fmt: skip
+    w = g.waits
+    assert w.kind.tolist() == [WaitKind.DEVICE] and w.device.tolist() == [0]
+    sync = int(w.task_idx[0])
+    assert _names(g, [sync]) == ["cudaDeviceSynchronize"]
+    assert int(g.tasks.dur_ns[sync]) == 5_000
+    assert int(simulate(g).end_ns[sync]) == 105_000
+
+
+def _wait_pair(launch_at: float, wait_at: float, corr: int, k_at: tuple[float, float], tag: str):
+    """A launch onto stream 7 at ``launch_at``, a ``cudaStreamWaitEvent`` at ``wait_at`` (no
+    ``cudaEventRecord`` traced) and a launch onto stream 8 2 us later; the kernels (5 us each)
+    start at ``k_at``."""
+    return [
+        _call("cudaLaunchKernel", launch_at, 1, corr), _kernel(f"a{tag}", 7, k_at[0], 5, corr),
+        _call("cudaStreamWaitEvent", wait_at, 1, corr + 1),
+        _call("cudaLaunchKernel", wait_at + 2, 1, corr + 2),
+        _kernel(f"b{tag}", 8, k_at[1], 5, corr + 2),
+    ]  # fmt: skip
+
+
+def test_stream_waits_without_a_record_are_counted_once_with_the_first_as_example():
+    """Two ``cudaStreamWaitEvent`` calls (at 8 and 25 us) and no ``cudaEventRecord``: each wait
+    stands in for its record, so stream 8's next kernel waits for stream 7's kernel launched
+    before it (a1 -> b1, a2 -> b2). The degradation is warned once for both calls (count 2),
+    with the first call, at 8 us = 8,000 ns, as its example."""
+    g = _build(_wait_pair(0, 8, 1, (10, 40), "1") + _wait_pair(20, 25, 4, (50, 60), "2"))
+    assert _inter_stream(g) == [("a1", "b1"), ("a2", "b2")]
+    d = g.diagnostics
+    assert d.count("stream_wait_without_record") == 2
+    assert d.example("stream_wait_without_record") == "call at 8000 ns"
+
+
+def test_a_lone_stream_wait_without_a_record_is_warned_with_its_call():
+    """One ``cudaStreamWaitEvent`` at 8 us without a record: one warning, its example that call."""
+    g = _build(_wait_pair(0, 8, 1, (10, 40), "1"))
+    assert _inter_stream(g) == [("a1", "b1")]
+    d = g.diagnostics
+    assert d.count("stream_wait_without_record") == 1
+    assert d.example("stream_wait_without_record") == "call at 8000 ns"
+
+
+@pytest.mark.parametrize("stream", [8, None], ids=["names-8", "names-none"])
+def test_a_stream_wait_record_without_its_stream_waits_on_the_threads_next_launch(stream):
+    """A ``cuda_sync`` "Stream Wait Event" record names the recording stream (``wait_on_stream``
+    7) and the record call (correlation 2), and the waiting stream in ``stream``. Launch of
+    ``k1`` on stream 7 at 0 us (kernel 10-30 us), ``cudaEventRecord`` at 6, the wait at 8, the
+    launch of ``k2`` on stream 8 at 12 (kernel 40-50). With ``stream`` 8 the edge is k1 -> k2;
+    a record that leaves ``stream`` out (-1) says nothing about the waiting stream, which is
+    then the thread's next launch after the wait: stream 8, the same edge (never the
+    recording stream 7 itself, which would make no edge)."""
+    args: dict[str, Any] = {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7,
+                            "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
+                            "device": 0}  # fmt: skip
+    if stream is not None:
+        args["stream"] = stream
+    g = _build([
+        _call("cudaLaunchKernel", 0, 5, 1), _kernel("k1", 7, 10, 20, 1),
+        _call("cudaEventRecord", 6, 1, 2),
+        _call("cudaStreamWaitEvent", 8, 1, 3),
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 8,
+         "ts": 8.5, "dur": 0.01, "args": args},
+        _call("cudaLaunchKernel", 12, 5, 4), _kernel("k2", 8, 40, 10, 4),
+    ])  # fmt: skip
+    assert _inter_stream(g) == [("k1", "k2")]
+    assert g.diagnostics.count("stream_wait_without_record") == 0
+
+
+def test_kernels_launched_together_keep_their_stream_order_among_later_work():
+    """Stream 7 runs ``k0`` (launched at 50 us), ``lost`` (its launch is not in the trace,
+    recorded at 1000 us on the GPU) and nine kernels ``g0``..``g8`` that one
+    ``cudaGraphLaunch`` at 200 us launched (one correlation id; 1100 + 10 i us, 5 us each).
+    By launch time the stream's order is k0 (50), g0..g8 (200, all tied: they keep their order
+    on the stream), then ``lost`` at its recorded 1000 us. A ``cudaStreamSynchronize`` from 300
+    to 1186 us (no ``cuda_sync`` record) waits for the work launched on stream 7 before it:
+    the last of that is g8, which ends at 1185 us inside the call, so the call keeps 1 us of
+    its own and a replay returns it where it returned."""
+    graph = [_kernel(f"g{i}", 7, 1100 + 10 * i, 5, 2) for i in range(9)]
+    doc = {"traceEvents": [
+        _call("cudaLaunchKernel", 50, 5, 1), _kernel("k0", 7, 60, 5, 1),
+        _kernel("lost", 7, 1000, 5, 99),
+        _call("cudaGraphLaunch", 200, 10, 2), *graph,
+        _call("cudaStreamSynchronize", 300, 886, 3),
+    ]}  # fmt: skip
+    trace = trace_from_bytes(json.dumps(doc).encode(), "t.json")
+    layout = lay_out_tasks(trace, blocking_copies(trace))
+    launches = find_launches(trace, layout)
+    (gp,) = launches.stream_order
+    times, tasks = launches.stream_order[gp]
+    order = ["k0", *(f"g{i}" for i in range(9)), "lost"]
+    assert [trace.name_of(int(e)) for e in layout.event_idx[tasks]] == order
+    assert times.tolist() == [50_000] + [200_000] * 9 + [1_000_000]
+    g = build_graph(trace)
+    (sync,) = g.waits.task_idx.tolist()
+    assert _names(g, [sync]) == ["cudaStreamSynchronize"]
+    assert int(g.tasks.dur_ns[sync]) == 1_000
+    # a replay of the recording returns it at 1186 us, 1136 us after the first launch (time 0)
+    assert int(simulate(g).end_ns[sync]) == 1_136_000

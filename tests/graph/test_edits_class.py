@@ -11,6 +11,7 @@ from lumos.errors import ConfigError
 from lumos.examples_data import example_run_dir
 from lumos.graph.edits_class import cpu_op_gap_share, has_gpu_compute, scale_class
 from lumos.graph.model import DepKind, TaskKind
+from lumos.graph.synthetic import GraphBuilder
 from lumos.replay import build_workload
 
 GPU_BASE = Path(__file__).parents[1] / "data" / "gpu_h200_gpt" / "base"
@@ -81,3 +82,17 @@ def test_a_cpu_job_computes_inside_its_aten_ops(cpu_graph):
 def test_unknown_class_is_one_clear_error(gpu_graph):
     with pytest.raises(ConfigError, match=r"unknown class.*@compute, @comm, @host"):
         scale_class(gpu_graph, "@gpu", 0.5)
+
+
+def test_comm_without_comm_rows_scales_the_whole_transfer():
+    """A stream runs a 100 us GEMM, then a 40 us NCCL kernel that has no ``Comms`` row (the
+    graph has none: no wait for peers is known). ``@comm=0.5`` scales all of the NCCL kernel's
+    time, 40 -> 20 us, leaves the GEMM alone and counts one task changed."""
+    b = GraphBuilder()
+    s = b.stream(7)
+    b.task(s, "gemm", 100_000)
+    b.task(s, "ncclDevKernel_AllReduce", 40_000, TaskKind.COMM)
+    g = b.build()
+    assert len(g.comms) == 0
+    out, n = scale_class(g, "@comm", 0.5)
+    assert out.tasks.dur_ns.tolist() == [100_000, 20_000] and n == 1

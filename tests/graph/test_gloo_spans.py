@@ -24,7 +24,13 @@ import pytest
 from tests.conftest import DATA
 
 from lumos.graph.build import build_graph
-from lumos.graph.build_gloo import gloo_lanes, on_lanes
+from lumos.graph.build_gloo import (
+    CPU_CANDIDATES,
+    gloo_lanes,
+    gloo_spans,
+    inside_gloo_workers,
+    on_lanes,
+)
 from lumos.graph.build_tasks import GLOO_LEFT_OUT
 from lumos.graph.model import TaskKind
 from lumos.ingest.kineto import read_kineto, trace_from_bytes
@@ -68,8 +74,10 @@ def test_fsdp_every_gloo_span_is_one_comm_task_joined_to_its_call(path):
     g = build_graph(trace)
     comm = np.flatnonzero(g.tasks.kind == int(TaskKind.CPU_COMM))
     assert sorted(g.tasks.event_idx[comm].tolist()) == spans
-    # the copies inside a span are the collective's own time, no tasks of their own
+    # the copies inside a span are the collective's own time, no tasks of their own, and the
+    # spans stay on the gloo worker threads that ran them (no lane: none was in flight)
     assert _alone_on_their_processor(g, comm)
+    assert not on_lanes(g).any()
 
 
 @pytest.mark.parametrize("path", PIPE, ids=lambda p: p.name[:5])
@@ -146,3 +154,33 @@ def test_a_lone_send_in_flight_gets_a_lane_and_a_blocking_one_none():
         assert [g.names[i] for i in g.tasks.name_idx[comm]] == ["gloo:send"]
         lane_tasks = [g.names[i] for i in g.tasks.name_idx[on_lanes(g)]]
         assert lane_tasks == ["<start>", "gloo:send"][: 2 * lanes]  # a lane opens like a thread
+
+
+@pytest.mark.parametrize(
+    ("copy2", "worker"),
+    [((60, 40), True), ((60, 41), False), ((5, 3), False)],
+    ids=["ends-with-the-span", "ends-1us-after", "before-the-first-span"],
+)
+def test_a_gloo_worker_runs_only_work_that_lies_inside_its_spans(copy2, worker):
+    """Thread 2 runs a ``gloo:all_reduce`` span (10-100 us), ``aten::copy_`` at 20-30 us and a
+    second ``aten::copy_`` at ``copy2`` (start, duration). Ending at 100 us, the span's own end,
+    the second copy lies inside it: thread 2 is a gloo worker, both copies are the
+    collective's own time (nested), and the span stays on its thread (no lane). Ending 1 us
+    after the span, or starting before any span, it is work of its own: the thread is no
+    worker, nothing is nested, and the span, with a copy starting inside it, goes onto a
+    lane (row 1, labelled after thread 2)."""
+    doc = {"traceEvents": [
+        {**_cpu("user_annotation", "gloo:all_reduce", 10, 90), "tid": 2},
+        {**_cpu("cpu_op", "aten::copy_", 20, 10), "tid": 2},
+        {**_cpu("cpu_op", "aten::copy_", *copy2), "tid": 2},
+    ]}  # fmt: skip
+    trace = trace_from_bytes(json.dumps(doc).encode(), "t.json")
+    ev = trace.events
+    gloo = gloo_spans(trace)
+    nested = inside_gloo_workers(trace, gloo, np.isin(ev.cat, CPU_CANDIDATES))
+    copies = np.flatnonzero(ev.name_idx == trace.names.index("aten::copy_"))
+    assert nested[copies].tolist() == [worker, worker]
+    assert not nested[gloo].any()
+    out, lane_of = gloo_lanes(trace)
+    assert lane_of[gloo].tolist() == [-1 if worker else 1]
+    assert out.processors.label[1:] == (() if worker else ("thread 2 (pid 1) gloo p2p 0",))

@@ -15,6 +15,7 @@ The document (host memory, one thread; times in us as Kineto writes them)::
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -100,3 +101,46 @@ def test_take_keeps_rows_in_the_order_given_and_relinks_frees(memory: GraphMemor
     none = memory.take(np.array([], dtype=np.int64))
     assert len(none) == 0 and none.alloc_row.tolist() == []
     assert len(memory.take([])) == 0  # a plain empty list is no rows too
+
+
+def _on(doc: dict[str, Any], device_type: int, device_id: int, **top: Any) -> GraphMemory:
+    """The document's memory events moved to one device, with extra top-level keys."""
+    events = [
+        {**e, "args": {**e["args"], "Device Type": device_type, "Device Id": device_id}}
+        if e["name"] == "[memory]"
+        else e
+        for e in doc["traceEvents"]
+    ]
+    g = build_graph(trace_from_bytes(json.dumps({**doc, **top, "traceEvents": events}).encode(),
+                                     "t.json"))  # fmt: skip
+    assert g.memory is not None
+    return g.memory
+
+
+H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_045_870_592}
+
+
+@pytest.mark.parametrize(
+    ("device_type", "device", "capacity"),
+    [(1, "cuda:0", 85_045_870_592), (0, "cpu:0", 0)],
+    ids=["gpu", "host"],
+)
+def test_a_gpus_capacity_is_its_total_global_memory(device_type, device, capacity) -> None:
+    """The same events on CUDA device 0, of which ``deviceProperties`` records 85,045,870,592
+    bytes (``totalGlobalMem``): that is the device's capacity. On host memory (device type 0,
+    here under id 0 too, the GPU's id) the capacity is unknown: 0."""
+    m = _on(DOC, device_type, 0, deviceProperties=[H100])
+    assert m.device == device and len(m) == 4
+    assert m.capacity_bytes == capacity
+
+
+def test_a_trace_without_shapes_has_an_empty_shape_table(memory: GraphMemory) -> None:
+    """No op of the document records "Input Dims": no shapes, every row's shape -1. The same
+    when the trace's events carry no shape column at all (``Events.dims_idx`` None, its
+    default for traces not read from Kineto JSON)."""
+    bare = replace(TRACE, events=replace(TRACE.events, dims_idx=None))
+    g = build_graph(bare)
+    assert g.memory is not None
+    for m in (memory, g.memory):
+        assert m.shape_dims == ()
+        assert m.shape_dims_idx.tolist() == [-1, -1, -1, -1]
