@@ -136,3 +136,25 @@ def test_fit_without_a_bandwidth_signal_caps_the_link(samples, measured, predict
         "measured_total_ns": measured, "predicted_total_ns": predicted, "rel_rms": rel_rms,
         "note": FALLBACK,
     }  # fmt: skip
+
+
+def test_fit_report_compares_in_the_fits_own_float64_arithmetic():
+    """The report's totals are float64 sums, the arithmetic of the least squares, so a network
+    that reproduces a sample to float64's resolution reports equal totals and no error, even
+    past 2^53 ns where not every integer is a float64.
+
+    One all-gather of 2^31 bytes over 2 ranks (one message of m = 2^30 bytes, one hop, two
+    endpoint delays of 11 ns: c = 22) measured at 2^54 + 24 ns. One sample: the fallback,
+    latency 0 and k = r / m with r = 2^54 + 24 - 22 = 2^54 + 2, which float64 (spacing 4
+    there) rounds to 2^54 (the tie goes to the even mantissa): k = 2^24 ns per byte at 1 GB/s,
+    so bw = 1e9 / 2^24 bytes/s and serialization is m k = 2^54 exactly. The network's time is
+    22 + 2^54 ns, which as a float64 is 2^54 + 24 (a tie again, to even): the measured total."""
+    sample = CommSample("all_gather", 2**31, 2, 2**54 + 24)
+    net, rep = fit_astra_network([sample], 2, endpoint_delay_ns=11)
+    assert (net.latency_ns, net.bw_bytes_per_s) == (0.0, 1e9 / 2**24)
+    assert net.collective_ns("all_gather", 2**31, 2) == 2**54 + 22
+    assert rep == {
+        "samples": 1, "latency_ns": 0.0, "bw_bytes_per_s": 1e9 / 2**24,
+        "measured_total_ns": 2**54 + 24, "predicted_total_ns": 2**54 + 24, "rel_rms": 0.0,
+        "note": FALLBACK,
+    }  # fmt: skip

@@ -132,6 +132,15 @@ def test_rows_as_dicts_and_group_sizes():
         "kind": "send", "group_size": 2, "samples": 1, "distinct_sizes": 1, "latency_ns": None,
         "bw_bytes_per_s": None, "r2": None, "rel_rms": None, "note": "why"}  # fmt: skip
     assert rows[0].note == "one size only: latency and bandwidth not separable"
+    # exactly two distinct sizes are enough for a line: 1100 ns at 100 bytes and 1300 ns at 300
+    # give slope 1 ns per byte (1e9 bytes/s) and intercept 1000 ns, through both points
+    (two,) = calibrate_samples([("reduce_scatter", 2, 100, 1100), ("reduce_scatter", 2, 300, 1300),
+                                ("reduce_scatter", 2, 300, 1300)])  # fmt: skip
+    assert (two.samples, two.distinct_sizes, two.note) == (3, 2, "")
+    assert two.fit is not None and two.fit.n == 3
+    assert two.fit.latency_ns == pytest.approx(1000.0, rel=1e-12)
+    assert two.fit.bw_bytes_per_s == pytest.approx(1e9, rel=1e-12)
+    assert two.fit.r2 == pytest.approx(1.0, abs=1e-12)
 
     b = GraphBuilder(rank=0, world_size=8)
     four = b.process_group("0", (0, 1, 2, 3))

@@ -107,6 +107,38 @@ def test_only_reducing_collectives_have_a_reduction_term():
     assert dict(ag.terms) == {"latency_ns": 3500, "bandwidth_ns": 18350, "reduction_ns": 0}
 
 
+@pytest.mark.parametrize("algo", ["ring", "tree"])
+def test_a_reduce_reduces_the_whole_tensor_and_a_broadcast_nothing(algo):
+    """With ``reduce_bw`` = 100 B/ns over 8 ranks: a reduce folds every rank's n = 1 MiB into the
+    root, n / 100 = 10,485.76 -> 10,486 ns; a broadcast of the same tensor reduces nothing.
+    Both move n pipelined, n / 50 = 20,971.52 -> 20,972 ns, in 7 steps (chain) or log2 8 = 3
+    (tree) of 500 ns."""
+    steps = {"ring": 7, "tree": 3}[algo]
+    red = collective_time("reduce", N, 8, LINK, algorithm=algo, reduce_bw_bytes_per_s=100e9)
+    bc = collective_time("broadcast", N, 8, LINK, algorithm=algo, reduce_bw_bytes_per_s=100e9)
+    assert dict(red.terms) == {"latency_ns": steps * 500, "bandwidth_ns": 20972,
+                               "reduction_ns": 10486}  # fmt: skip
+    assert dict(bc.terms) == {"latency_ns": steps * 500, "bandwidth_ns": 20972, "reduction_ns": 0}
+
+
+def test_hierarchical_within_one_node_has_no_inter_node_part():
+    """A hierarchical collective whose group fits one node (8 ranks of a DGX A100, n = 16 MiB)
+    is its intra-node part alone: 2 x 7 x 1000 = 14,000 ns of steps and 2 x 7/8 n / 240 B/ns =
+    122,333.87 -> 122,334 ns (as ``test_hierarchical_on_two_dgx_a100``); no inter-node step,
+    so not even the extra pipeline chunk (chunks = 2) costs inter-node latency.
+
+    On a box with no inter-node network (pcie-8gpu: 24 B/ns, 2000 ns, inter bandwidth 0) a
+    hierarchical all_to_all of 8 ranks is its intra part: 7/8 n / 24 = 38,229.33 -> 38,229 ns
+    (n = 1 MiB), at the intra latency 2000; nothing crosses the absent NICs."""
+    t = collective_time("all_reduce", 16 << 20, 8, preset("dgx-a100"), algorithm="hierarchical",
+                        chunks=2)  # fmt: skip
+    assert dict(t.terms) == {"intra_latency_ns": 14000, "intra_bandwidth_ns": 122_334,
+                             "inter_latency_ns": 0, "inter_bandwidth_ns": 0,
+                             "reduction_ns": 0}  # fmt: skip
+    t = collective_time("all_to_all", N, 8, preset("pcie-8gpu"), algorithm="hierarchical")
+    assert dict(t.terms) == {"latency_ns": 2000, "bandwidth_ns": 38_229, "reduction_ns": 0}
+
+
 def test_hierarchical_reduction_term():
     """16 ranks on two DGX A100, n = 16 MiB, ``reduce_bw`` = 100 B/ns: an all-reduce or a
     reduce-scatter reduces (p-1)/p n = 15/16 x 16,777,216 = 15,728,640 bytes -> 157,286.4 ns;

@@ -7,10 +7,13 @@ an all-reduce of 1 MiB and ``direct`` for a send.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lumos.cost.collectives import Link
-from lumos.cost.comm_relative import RelativeCommCost, group_size
+from lumos.cost.comm_relative import RelativeCommCost, RetimeSummary, dp_collectives, group_size
+from lumos.errors import ConfigError
 from lumos.graph.kinds import CommType, TaskKind
+from lumos.graph.model import Workload
 from lumos.graph.synthetic import GraphBuilder
 
 LINK = Link(bw_bytes_per_s=50e9, latency_ns=500)
@@ -69,3 +72,81 @@ def test_a_group_the_trace_does_not_list_is_the_world_even_of_two():
     st = b.stream(7)
     b.task(st, "ncclAllReduce", 40_000, TaskKind.COMM, comm=b.comm(CommType.ALL_REDUCE, MIB))
     assert group_size(b.build().validate(), 0, 8) == 8
+
+
+def alone(size_bytes: int = MIB):
+    """Rank 0 of a trace that states no world (world size 1) and no group: one all-reduce."""
+    b = GraphBuilder(rank=0, world_size=1)
+    st = b.stream(7)
+    c = b.comm(CommType.ALL_REDUCE, size_bytes)
+    b.task(st, "ncclAllReduce", 40_000, TaskKind.COMM, comm=c)
+    return b.build().validate()
+
+
+def test_without_dp_a_trace_stating_no_world_is_one_rank():
+    """No ``dp`` and no world: the all-reduce's group is this rank alone. A slow rank 1 is not
+    in it (left as traced, not covered); a slow rank 0 is, but one rank moves nothing (model
+    time 0 before and after), so its factor is exactly 1.0, covered."""
+    factor, covered, kept = RelativeCommCost(LINK, link={1: 3.0}).factors(alone())
+    assert (factor.tolist(), covered.tolist(), kept) == ([1.0], [False], {})
+    factor, covered, kept = RelativeCommCost(LINK, link={0: 3.0}).factors(alone())
+    assert (factor.tolist(), covered.tolist(), kept) == ([1.0], [True], {})
+
+
+def test_ratios_at_the_smallest_model_times():
+    """On a 1 byte/ns link with no latency an all-reduce of 1 byte over 2 ranks takes n / B =
+    1 ns (ring, 2 x 1/2 x 1 byte). A slow rank 1 (x3) makes it 3 ns: factor 3.0 (a 1 ns time
+    is a time, not a failure of the model). Resizing a group of 1 (model time 0) to 2 (1 ns)
+    has no ratio: kept as traced, counted; resizing 1 to 1 is 0 over 0: x1, covered."""
+    fast = Link(bw_bytes_per_s=1e9, latency_ns=0)
+    b = GraphBuilder(rank=0, world_size=2)
+    st = b.stream(7)
+    b.task(st, "ncclAllReduce", 40_000, TaskKind.COMM, comm=b.comm(CommType.ALL_REDUCE, 1))
+    factor, covered, kept = RelativeCommCost(fast, link={1: 3.0}).factors(b.build().validate())
+    assert (factor.tolist(), covered.tolist(), kept) == ([3.0], [True], {})
+    factor, covered, kept = RelativeCommCost(fast, dp=(1, 2)).factors(alone(1))
+    assert (factor.tolist(), covered.tolist()) == ([1.0], [False])
+    assert kept == {"the model cannot time it": 1}
+    factor, covered, kept = RelativeCommCost(fast, dp=(1, 1)).factors(alone(1))
+    assert (factor.tolist(), covered.tolist(), kept) == ([1.0], [True], {})
+
+
+def test_data_parallel_collectives_are_counted_by_whether_their_size_is_known():
+    """Rank 0 of 4 in group (0, 1, 2, 3): an all-reduce and a broadcast of 1 MiB (known), an
+    all-gather of size 0 (unknown), an all-to-all (not a data-parallel kind) and an all-reduce
+    in the 2-rank group (0, 1) (not the degree): (2 known, 1 unknown) at degree 4; at degree 2
+    only the pair's all-reduce, (1, 0)."""
+    b = GraphBuilder(rank=0, world_size=4)
+    st = b.stream(7)
+    world, pair = b.process_group("0", (0, 1, 2, 3)), b.process_group("1", (0, 1))
+    for kind, size, pg in ((CommType.ALL_REDUCE, MIB, world), (CommType.BROADCAST, MIB, world),
+                           (CommType.ALL_GATHER, 0, world), (CommType.ALL_TO_ALL, MIB, world),
+                           (CommType.ALL_REDUCE, MIB, pair)):  # fmt: skip
+        b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(kind, size, pg))
+    w = Workload((b.build().validate(),))
+    assert dp_collectives(w, 4) == (2, 1)
+    assert dp_collectives(w, 2) == (1, 0)
+
+
+def test_summary_of_what_is_and_is_not_retimed():
+    """Nothing covered (no scenario): no collective, factors x1 to x1 (not undefined); a slow
+    rank 2 covers the group's all-reduce only (the send from 0 to 1 does not involve it), by
+    97,371 / 34,457 = 2.8259 (module docstring's arithmetic), shown to 3 decimals."""
+    w = Workload((four_ranks(),))
+    none = RelativeCommCost(LINK).summary(w)
+    assert none == RetimeSummary({}, 1.0, 1.0, {})
+    assert none.describe() == "no collective re-timed"
+    slow = RelativeCommCost(LINK, link={2: 3.0}).summary(w)
+    assert slow == RetimeSummary({"all_reduce": 1}, ALL_REDUCE_4_SLOW3, ALL_REDUCE_4_SLOW3, {})
+    assert slow.describe() == "1 collectives (all_reduce 1) x2.826-x2.826"
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"dp": (0, 4)}, "data-parallel degrees must be >= 1, got (0, 4)"),
+    ({"dp": (2, 0)}, "data-parallel degrees must be >= 1, got (2, 0)"),
+    ({"link": {1: 0.0}}, "link factor of rank 1 must be positive, got 0.0"),
+])  # fmt: skip
+def test_bad_scenarios_are_refused_naming_the_value(kw, message):
+    with pytest.raises(ConfigError) as err:
+        RelativeCommCost(LINK, **kw)
+    assert str(err.value) == message

@@ -89,6 +89,20 @@ def test_a_trace_that_states_no_degree_refuses_naming_the_baseline_flag():
     assert row.step_ns == 1000 + 300 + transfer + 100
 
 
+def test_the_model_factory_refuses_dp_without_a_recorded_degree():
+    """Called without the recorded degree (0, its default: unknown), the factory ``lumos
+    estimate`` uses refuses a ``dp`` scenario with one message naming the flag to give; a
+    ``link`` scenario needs no degree and is named relative to the recording."""
+    factory = comm_model_for(NET)
+    message = "dp=8: the recorded data-parallel degree is unknown; give --baseline dp=N"
+    for args in ((), (0,)):
+        with pytest.raises(ConfigError) as err:
+            factory(one_rank(), parse_scenario(["dp=8"]), *args)
+        assert str(err.value) == message
+    _, name = factory(one_rank(), parse_scenario(["link=1:2"]))
+    assert name == f"comm:{NET}/auto relative to the recording"
+
+
 def test_a_degree_without_data_parallel_communication_refuses_past_itself():
     b = GraphBuilder(rank=0, world_size=1)
     th = b.thread(1)
