@@ -83,12 +83,12 @@ def resolve_delay_deps(trace: Any, is_delay: NDArray[np.bool_]) -> NDArray[np.ui
     """``data_deps`` with every delay node id replaced by the id its delay node depends on
     (what the dependency was before :func:`to_chakra` inserted the node)."""
     deps = trace.data_deps
-    if not is_delay.any():
+    if not is_delay.any() or not deps.size:  # no dependency: none names a delay node
         return deps
     ids = trace.node_id[is_delay]
     first = trace.data_ptr[:-1][is_delay]
     has_one = np.diff(trace.data_ptr)[is_delay] == 1
-    src = np.where(has_one, trace.data_deps[np.minimum(first, max(deps.size - 1, 0))], ids)
+    src = np.where(has_one, deps[np.minimum(first, deps.size - 1)], ids)
     order = np.argsort(ids)
     ids, src = ids[order], src[order]
     pos = np.minimum(np.searchsorted(ids, deps), ids.size - 1)
