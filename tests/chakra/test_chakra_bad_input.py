@@ -130,3 +130,18 @@ def test_gzip_of_garbage(tmp_path):
     p = _write(tmp_path, gzip.compress(b"\x05abc"), "g.et.gz")
     with pytest.raises(ChakraFormatError, match=r"g\.et\.gz"):
         read_chakra(p)
+
+
+def test_directory_of_several_prefixes_names_them(tmp_path):
+    """A directory holding ``a.<rank>.et`` and ``b.<rank>.et`` is ambiguous: one InputError that
+    names the directory and both prefixes; passing a prefix picks that one's files."""
+    from lumos.chakra.io import rank_files
+
+    for name in ("a.0.et", "a.1.et", "b.0.et"):
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(InputError) as err:
+        rank_files(tmp_path)
+    assert str(err.value) == (
+        f"{tmp_path}: holds Chakra files of several prefixes (a, b); pass one prefix"
+    )
+    assert rank_files(tmp_path / "b") == (str(tmp_path / "b"), {0: tmp_path / "b.0.et"})
