@@ -193,3 +193,64 @@ def test_build_trace_takes_columns_of_any_integer_dtype(tmp_path):
             [("ref", 2**40, "int64_val"), ("flag", False, "bool_val"), ("w", 7, "int32_val")],
         ]
         assert trace.attr_int.tolist() == [5, 1, -3, 2**40, 0, 7]
+
+
+def _edited_delay_trace():
+    """``a`` (0-1000), ``b`` (1500-2500), ``c`` (3000-4000) on thread 1 (500 ns gaps) and kernel
+    ``k`` on stream 7 launched by ``b`` 300 ns after its end (ids 0..3). Written with delay
+    nodes: 4 (a -> 4 -> b), 5 (b -> 5 -> c), 6 (b -> 6 -> k, the cross-processor one)."""
+    b = GraphBuilder()
+    th, st = b.thread(1), b.stream(7)
+    b.task(th, "a", 1000, ts_ns=0)
+    tb = b.task(th, "b", 1000, ts_ns=1500, gap_ns=500)
+    b.task(th, "c", 1000, ts_ns=3000, gap_ns=500)
+    k = b.task(st, "k", 1000, TaskKind.KERNEL, ts_ns=2800)
+    b.edge(tb, k, DepKind.LAUNCH, 300)
+    t = to_chakra(b.build().validate(), delay_nodes=True)
+    assert t.data_ptr.tolist() == [0, 0, 1, 2, 3, 4, 5, 6]
+    assert t.data_deps.tolist() == [4, 5, 6, 0, 1, 1]
+    return t
+
+
+def _read_back(trace, path):
+    write_chakra(trace, path)
+    return from_chakra(read_chakra(path))
+
+
+def _edge_list(g):
+    e = g.edges
+    return list(zip(e.src.tolist(), e.dst.tolist(), e.kind.tolist(), e.delay_ns.tolist(),
+                    strict=True))  # fmt: skip
+
+
+def test_edited_delay_trace_keeps_the_edges_through_delay_nodes(tmp_path):
+    """A tool drops ``c``'s only dependency (on delay node 5) from a trace written with delay
+    nodes. Read back, the edges are rebuilt from ``data_deps`` with each delay node folded into
+    its dependency and its exact delay: ``a -> b`` (intra-thread, 500 ns) and ``b -> k`` (launch,
+    300 ns); ``c`` gets its thread order back (``b -> c``, delay 0, counted). Delay node 5, now
+    used by no task, and the delay nodes' own deps are not dependencies: nothing dangles. When
+    ``k`` names the unknown id 99 instead, that one dependency dangles and its edge is gone."""
+    t = _edited_delay_trace()
+    no_c = t.with_deps(
+        t.ctrl_ptr, t.ctrl_deps, np.array([0, 0, 1, 1, 2, 3, 4, 5]),
+        np.array([4, 6, 0, 1, 1], np.uint64),
+    )  # fmt: skip
+    g = _read_back(no_c, tmp_path / "no_c.0.et")
+    assert g.num_tasks == 4
+    assert _edge_list(g) == [
+        (0, 1, DepKind.INTRA_THREAD, 500),
+        (1, 3, DepKind.LAUNCH, 300),
+        (1, 2, DepKind.INTRA_THREAD, 0),
+    ]
+    assert g.diagnostics.count("chakra_deps_edited") == 1
+    assert g.diagnostics.count("data_dep_dangling") == 0
+    assert g.diagnostics.count("intra_processor_order_added") == 1
+    unknown = t.with_deps(t.ctrl_ptr, t.ctrl_deps, t.data_ptr,
+                          np.array([4, 5, 99, 0, 1, 1], np.uint64))  # fmt: skip
+    g = _read_back(unknown, tmp_path / "unknown.0.et")
+    assert _edge_list(g) == [
+        (0, 1, DepKind.INTRA_THREAD, 500),
+        (1, 2, DepKind.INTRA_THREAD, 500),
+    ]
+    assert g.diagnostics.count("data_dep_dangling") == 1
+    assert g.diagnostics.count("intra_processor_order_added") == 0

@@ -44,7 +44,8 @@ Process groups are the METADATA node's ``lumos_pg_*`` attributes, plus ASTRA-sim
 ``process_group:init`` form (``inputs.values`` = ``['[{"pg_name": ..., "ranks": [...]}]']``)
 when every group name is a number. When a tool edits the dependencies of a lumos-written file,
 ``from_chakra`` notices that ``data_deps`` no longer match the edge table and rebuilds the
-edges from ``data_deps`` (counted in diagnostics).
+edges from ``data_deps`` (counted in diagnostics): delay 0, or a delay node's exact delay for a
+dependency through one (see :mod:`lumos.chakra.mapping_delay`).
 
 ``to_chakra(graph, delay_nodes=True)`` also writes each positive edge delay as a synthetic
 COMP node on its dependency, for consumers that know nothing of delays (see
@@ -66,7 +67,7 @@ from lumos.chakra.mapping_delay import (
     delay_rows,
     kind_names,
     pair_delays,
-    resolve_delay_deps,
+    resolve_delay_deps_ns,
 )
 from lumos.chakra.mapping_encode import AttrColumn, build_trace
 from lumos.chakra.schema import NodeType
@@ -516,11 +517,15 @@ def from_chakra(trace: ChakraTrace, *, world_size: int | None = None) -> ExecGra
         world_size=int(meta.get("world_size", world_size or 1)),
         diagnostics=diag,
     )
-    if not _deps_match(trace, resolve_delay_deps(trace, is_delay), task_rows, graph):
+    deps, dep_delay_ns = resolve_delay_deps_ns(trace, is_delay)
+    if not _deps_match(trace, deps, task_rows, graph):
         diag.warn("chakra_deps_edited", f"{where}: data_deps differ from the lumos edge table")
         from lumos.chakra.mapping_foreign import edges_from_deps
 
-        graph = graph.replace(edges=edges_from_deps(trace, task_rows, graph))
+        edges = edges_from_deps(
+            trace, task_rows, graph, deps=deps, delay_ns=dep_delay_ns, folded=is_delay
+        )
+        graph = graph.replace(edges=edges)
     return graph
 
 

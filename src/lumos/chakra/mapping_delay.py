@@ -23,7 +23,9 @@ Several edges between the same two tasks become one dependency whose delay is th
 (the binding one). Negative delays (a successor recorded as starting inside its source) have
 no node: a Chakra consumer waits for the whole source. :func:`lumos.chakra.mapping.from_chakra`
 drops the delay nodes and reads the exact delays from the lumos edge table, so the round trip
-is exact either way.
+is exact either way. When a tool edited the ``data_deps`` (they no longer match the edge
+table), the edges are rebuilt from them with each delay node folded into its dependency and its
+exact delay (``lumos_delay_ns``); the delay nodes' own dependencies are no task's.
 """
 
 from __future__ import annotations
@@ -35,7 +37,13 @@ from numpy.typing import NDArray
 
 from lumos.graph.model import DepKind, ExecGraph
 
-__all__ = ["DELAY_ATTR", "delay_rows", "pair_delays", "resolve_delay_deps"]
+__all__ = [
+    "DELAY_ATTR",
+    "delay_rows",
+    "pair_delays",
+    "resolve_delay_deps",
+    "resolve_delay_deps_ns",
+]
 
 #: The attribute that marks a synthetic delay node (its value is the exact delay in ns).
 DELAY_ATTR = "lumos_delay_ns"
@@ -82,15 +90,35 @@ def delay_rows(trace: Any) -> NDArray[np.bool_]:
 def resolve_delay_deps(trace: Any, is_delay: NDArray[np.bool_]) -> NDArray[np.uint64]:
     """``data_deps`` with every delay node id replaced by the id its delay node depends on
     (what the dependency was before :func:`to_chakra` inserted the node)."""
+    return resolve_delay_deps_ns(trace, is_delay)[0]
+
+
+def resolve_delay_deps_ns(
+    trace: Any, is_delay: NDArray[np.bool_]
+) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
+    """:func:`resolve_delay_deps` and, per ``data_deps`` entry, the exact delay (``DELAY_ATTR``,
+    ns) of the delay node it named: 0 where it named none or one that did not resolve (a delay
+    node left with other than one dependency stays as it is)."""
     deps = trace.data_deps
+    delay = np.zeros(deps.size, dtype=np.int64)
     if not is_delay.any() or not deps.size:  # no dependency: none names a delay node
-        return deps
+        return deps, delay
     ids = trace.node_id[is_delay]
     first = trace.data_ptr[:-1][is_delay]
     has_one = np.diff(trace.data_ptr)[is_delay] == 1
     src = np.where(has_one, deps[np.minimum(first, deps.size - 1)], ids)
+    ns = np.where(has_one, _delay_ns(trace)[is_delay], 0)
     order = np.argsort(ids)
-    ids, src = ids[order], src[order]
+    ids, src, ns = ids[order], src[order], ns[order]
     pos = np.minimum(np.searchsorted(ids, deps), ids.size - 1)
     hit = ids[pos] == deps
-    return np.where(hit, src[pos], deps).astype(np.uint64)
+    return np.where(hit, src[pos], deps).astype(np.uint64), np.where(hit, ns[pos], delay)
+
+
+def _delay_ns(trace: Any) -> NDArray[np.int64]:
+    """``DELAY_ATTR`` of each node (0 where absent)."""
+    out = np.zeros(trace.num_nodes, dtype=np.int64)
+    if DELAY_ATTR in trace.attr_names:
+        rows = np.flatnonzero(trace.attr_name_idx == trace.attr_names.index(DELAY_ATTR))
+        out[np.searchsorted(trace.attr_ptr, rows, side="right") - 1] = trace.attr_int[rows]
+    return out

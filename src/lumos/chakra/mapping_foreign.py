@@ -243,8 +243,9 @@ def foreign_graph(trace: ChakraTrace, *, world_size: int | None = None) -> ExecG
 
 
 def _edges(src: NDArray[np.int64], dst: NDArray[np.int64], graph: ExecGraph,
-           diag: Diagnostics) -> Edges:  # fmt: skip
-    """Dependency edges (delay 0) plus the intra-processor order the file did not state."""
+           diag: Diagnostics, delay_ns: NDArray[np.int64] | None = None) -> Edges:  # fmt: skip
+    """Dependency edges (``delay_ns``, 0 when not given) plus the intra-processor order the
+    file did not state (delay 0)."""
     _, perm = graph.processor_order()
     p = graph.tasks.processor_idx
     same = np.flatnonzero(p[perm][1:] == p[perm][:-1])
@@ -255,22 +256,42 @@ def _edges(src: NDArray[np.int64], dst: NDArray[np.int64], graph: ExecGraph,
     diag.warn(FOREIGN_ORDER, "", int(new.sum()))
     all_src = np.concatenate([src, o_src[new]])
     all_dst = np.concatenate([dst, o_dst[new]])
+    delay = np.zeros(all_src.size, dtype=np.int64)
+    if delay_ns is not None:
+        delay[: src.size] = delay_ns
     pk = graph.processors.kind
     kinds = _dep_kind(np.stack([pk[p[all_src]], pk[p[all_dst]]]), p[all_src] == p[all_dst])
-    return Edges.create(src=all_src, dst=all_dst, kind=kinds)
+    return Edges.create(src=all_src, dst=all_dst, kind=kinds, delay_ns=delay)
 
 
-def edges_from_deps(trace: ChakraTrace, task_rows: NDArray[np.int64], graph: ExecGraph) -> Edges:
-    """Edges (delay 0) from the ``data_deps`` of a lumos-written trace whose deps were edited."""
-    owner, rows, ok = _resolve(trace, trace.data_ptr, trace.data_deps)
+def edges_from_deps(
+    trace: ChakraTrace,
+    task_rows: NDArray[np.int64],
+    graph: ExecGraph,
+    *,
+    deps: NDArray[np.uint64] | None = None,
+    delay_ns: NDArray[np.int64] | None = None,
+    folded: NDArray[np.bool_] | None = None,
+) -> Edges:
+    """Edges from the ``data_deps`` of a lumos-written trace whose deps were edited.
+
+    ``deps`` replaces ``trace.data_deps`` entry for entry (the delay-resolved ones,
+    :func:`lumos.chakra.mapping_delay.resolve_delay_deps_ns`) and ``delay_ns`` gives each
+    entry's edge delay (0 when not given). The dependencies of the nodes in ``folded`` (the delay
+    nodes, already folded into ``deps``) are skipped; every other one that does not join two
+    distinct tasks is counted as ``data_dep_dangling``."""
+    ids = trace.data_deps if deps is None else deps
+    owner, rows, ok = _resolve(trace, trace.data_ptr, ids)
     task_of = np.full(trace.num_nodes, -1, dtype=np.int64)
     task_of[task_rows] = np.arange(task_rows.size)
     ok &= task_of[np.maximum(rows, 0)] >= 0
     ok &= task_of[owner] >= 0
-    graph.diagnostics.warn("data_dep_dangling", "", int((~ok).sum()))
+    mine = np.ones(owner.size, dtype=bool) if folded is None else ~folded[owner]
+    graph.diagnostics.warn("data_dep_dangling", "", int((~ok & mine).sum()))
     src, dst = task_of[rows[ok]], task_of[owner[ok]]
+    delay = np.zeros(src.size, np.int64) if delay_ns is None else delay_ns[ok]
     keep = src != dst
-    return _edges(src[keep], dst[keep], graph, graph.diagnostics)
+    return _edges(src[keep], dst[keep], graph, graph.diagnostics, delay[keep])
 
 
 def _first_missing(trace: ChakraTrace, owner, ok, ids) -> str:
