@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lumos.graph.build import build_graph
-from lumos.graph.model import DepKind
+from lumos.graph.model import DepKind, ExecGraph
 from lumos.ingest.kineto import read_kineto
 
 
@@ -22,6 +22,15 @@ def _launch(ts: float, corr: int) -> dict[str, Any]:
 def _kernel(name: str, ts: float, dur: float, stream: int, corr: int) -> dict[str, Any]:
     return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts,
             "dur": dur, "args": {"device": 0, "stream": stream, "correlation": corr}}  # fmt: skip
+
+
+def _graph(tmp_path: Path, events: list[dict[str, Any]]) -> ExecGraph:
+    """The graph of a Kineto trace holding ``events``; its GPU clock reads like the host's."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    g = build_graph(read_kineto(p))
+    assert g.calibration["gpu_clock_offset_ns"] == 0
+    return g
 
 
 def test_a_kernel_held_long_after_its_launch_waits_for_the_other_streams_kernel_it_followed(
@@ -38,10 +47,7 @@ def test_a_kernel_held_long_after_its_launch_waits_for_the_other_streams_kernel_
         _launch(6, 2), _kernel("b", 213, 20, 8, 2),
         _launch(12, 3), _kernel("c", 22, 10, 9, 3),
     ]  # fmt: skip
-    p = tmp_path / "t.json"
-    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    g = build_graph(read_kineto(p))
-    assert g.calibration["gpu_clock_offset_ns"] == 0
+    g = _graph(tmp_path, events)
     assert g.calibration["launch_latency_ns"] == 5_000
     names = [g.names[int(i)] for i in g.tasks.name_idx]
     e = g.edges
@@ -70,10 +76,7 @@ def test_every_kernel_recorded_starting_before_its_stream_was_free_is_counted(
         _launch(6, 2), _kernel("k2", 28, 10, 7, 2),
         _launch(12, 3), _kernel("k3", 36, 10, 7, 3),
     ]  # fmt: skip
-    p = tmp_path / "t.json"
-    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    g = build_graph(read_kineto(p))
-    assert g.calibration["gpu_clock_offset_ns"] == 0
+    g = _graph(tmp_path, events)
     assert g.names[int(g.tasks.name_idx[6])] == "k2"
     assert g.diagnostics.count("gpu_task_starts_before_its_dependencies") == 2
     assert g.diagnostics.example("gpu_task_starts_before_its_dependencies") == "task 6"

@@ -20,25 +20,36 @@ def times(r: SimResult) -> list[tuple[int, int]]:
     return list(zip(r.start_ns.tolist(), r.end_ns.tolist(), strict=True))
 
 
+def sync_and_launch_at_10(sync_on_own_thread: bool) -> ExecGraph:
+    """``mm`` (task 0, [0, 10]), then a stream sync (task 1) and a launch (task 2, of ``gemm``,
+    100) both released at 10: the launch through an inter-thread edge; the sync as ``mm``'s
+    successor on its thread or, with ``sync_on_own_thread``, as the first task of its own
+    thread through an inter-thread edge."""
+    b = GraphBuilder()
+    th0, th1, th2, st = b.thread(1), b.thread(2), b.thread(3), b.stream(7)
+    mm = b.task(th0, "aten::mm", 10)
+    sync = b.task(th2 if sync_on_own_thread else th0, "cudaStreamSynchronize", 2,
+                  TaskKind.RUNTIME)  # fmt: skip
+    launch = b.task(th1, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
+    k = b.task(st, "gemm", 100)
+    if sync_on_own_thread:
+        b.edge(mm, sync, DepKind.INTER_THREAD)
+    b.edge(mm, launch, DepKind.INTER_THREAD)
+    b.edge(launch, k, DepKind.LAUNCH)
+    b.wait(sync, WaitKind.STREAM, stream=st)
+    assert (mm, sync, launch, k) == (0, 1, 2, 3)
+    return b.build().validate()
+
+
 def test_a_launch_at_the_same_instant_as_a_stream_sync_counts_as_before_it() -> None:
     """Both become ready at 10, when ``mm`` (task 0, [0, 10]) ends: the sync (task 1) as the next
     task on its thread, the launch (task 2) through an inter-thread edge. The launch is taken as
     submitted before the sync although its index is higher, so the sync waits for the kernel:
     launch [10, 15], kernel [15, 115] (launch edge, no delay), sync [115, 117]. Were the sync
     resolved first, nothing would be launched on the stream yet and it would run [10, 12]."""
-    b = GraphBuilder()
-    th0, th1, st = b.thread(1), b.thread(2), b.stream(7)
-    mm = b.task(th0, "aten::mm", 10)
-    sync = b.task(th0, "cudaStreamSynchronize", 2, TaskKind.RUNTIME)
-    launch = b.task(th1, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
-    k = b.task(st, "gemm", 100)
-    b.edge(mm, launch, DepKind.INTER_THREAD)
-    b.edge(launch, k, DepKind.LAUNCH)
-    b.wait(sync, WaitKind.STREAM, stream=st)
-    assert (mm, sync, launch, k) == (0, 1, 2, 3)
-    r = simulate(b.build().validate())
+    r = simulate(sync_and_launch_at_10(sync_on_own_thread=False))
     assert times(r) == [(0, 10), (115, 117), (10, 15), (15, 115)]
-    assert (int(r.cause_kind[sync]), int(r.cause_ref[sync])) == (CAUSE_WAIT, k)
+    assert (int(r.cause_kind[1]), int(r.cause_ref[1])) == (CAUSE_WAIT, 3)
     assert r.makespan_ns == 117
 
 
@@ -95,20 +106,9 @@ def test_a_sync_released_by_an_edge_still_lets_a_same_instant_launch_count_as_be
     yields to every task without waits at the same instant, whichever releases it: launch
     [10, 15], kernel [15, 115], sync [115, 117] (taken first, it would find nothing launched on
     the stream and run [10, 12])."""
-    b = GraphBuilder()
-    th0, th1, th2, st = b.thread(1), b.thread(2), b.thread(3), b.stream(7)
-    mm = b.task(th0, "aten::mm", 10)
-    sync = b.task(th1, "cudaStreamSynchronize", 2, TaskKind.RUNTIME)
-    launch = b.task(th2, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
-    k = b.task(st, "gemm", 100)
-    b.edge(mm, sync, DepKind.INTER_THREAD)
-    b.edge(mm, launch, DepKind.INTER_THREAD)
-    b.edge(launch, k, DepKind.LAUNCH)
-    b.wait(sync, WaitKind.STREAM, stream=st)
-    assert (mm, sync, launch, k) == (0, 1, 2, 3)
-    r = simulate(b.build().validate())
+    r = simulate(sync_and_launch_at_10(sync_on_own_thread=True))
     assert times(r) == [(0, 10), (115, 117), (10, 15), (15, 115)]
-    assert (int(r.cause_kind[sync]), int(r.cause_ref[sync])) == (CAUSE_WAIT, k)
+    assert (int(r.cause_kind[1]), int(r.cause_ref[1])) == (CAUSE_WAIT, 3)
 
 
 def test_a_device_sync_waits_for_every_launched_stream_of_its_device_and_no_other() -> None:
