@@ -195,15 +195,16 @@ def wilson(killed: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def line(package: str, c: dict[str, int], sampled: bool = False) -> str:
-    """One package's score: killed over all mutants, then killed over the mutants not listed as
-    equivalent (the mutation score proper), with its 95 % interval for a sample."""
+    """One package's score: killed over all mutants, then killed over the mutants that were run
+    and are not listed as equivalent (the mutation score proper), with its 95 % interval for a
+    sample."""
     pct = 100.0 * c["killed"] / c["total"] if c["total"] else 0.0
     extra = f", {c['not_checked']} not checked" if c["not_checked"] else ""
-    live = c["total"] - c["equivalent"]
+    live = c["total"] - c["equivalent"] - c["not_checked"]  # mutants not run have no verdict
     score = f"; score {c['killed']}/{live} ({100.0 * c['killed'] / live:.1f} %)" if live else ""
     interval = ""
     if sampled:
-        lo, hi = wilson(c["killed"], live - c["not_checked"])
+        lo, hi = wilson(c["killed"], live)
         interval = f" [sample; package 95 % interval {lo:.1f} .. {hi:.1f} %]"
     return (
         f"{package}: {c['killed']}/{c['total']} killed ({pct:.1f} %), {c['survived']} survived "
