@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tests.realdata import REPLAY_TRACES, astra_custom, realdata, trace
 
-from lumos.estimate.invariants import CHECKS, Check, check_invariants
+from lumos.estimate.invariants import CHECKS, Check, _fit_in_step, check_invariants
 from lumos.examples_data import example_run_dir
 
 DATA = Path(__file__).parents[1] / "data"
@@ -74,3 +74,24 @@ def test_a_replay_that_fails_is_a_failed_check_that_says_why():
                for c in checks[3:])  # fmt: skip
     # the message says why and what replays them: ASTRA-sim's semantics
     assert all("replay them with --chakra-only" in c.detail for c in checks[3:])
+
+
+def _rank(rank: int, forward_ns: int, backward_ns: int, step_ns: int) -> dict:
+    phases = {"forward": {"total_ns": forward_ns}, "backward": {"total_ns": backward_ns}}
+    return {"rank": rank, "layers": 2, "step_ns": step_ns, "phases": phases}
+
+
+def test_layers_fit_in_step_lists_at_most_four_ranks_and_else_the_ones_that_do_not_fit():
+    """Rank ``i``'s layers take 0.5 + 1.0 ms of its 2.0 ms step: 4 ranks are listed in full;
+    a 5th is left out behind " ..."; a rank whose layers take 2.5 ms fails and alone is
+    named (and " ..." still says that more ranks were seen)."""
+    fits = "1.500 of 2.000 ms"
+    four = [_rank(i, 500_000, 1_000_000, 2_000_000) for i in range(4)]
+    listed = "; ".join(f"rank {i}: {fits}" for i in range(4))
+    assert _fit_in_step({"ranks": four}) == Check("layers_fit_in_step", True, listed)
+    five = [*four, _rank(4, 500_000, 1_000_000, 2_000_000)]
+    assert _fit_in_step({"ranks": five}) == Check("layers_fit_in_step", True, listed + " ...")
+    over = [*five, _rank(5, 1_000_000, 1_500_000, 2_000_000)]
+    assert _fit_in_step({"ranks": over}) == Check(
+        "layers_fit_in_step", False, "rank 5: 2.500 of 2.000 ms ..."
+    )

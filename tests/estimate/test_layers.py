@@ -11,7 +11,7 @@ from lumos.errors import ConfigError
 from lumos.estimate.blocks import resize_groups
 from lumos.estimate.layers import Group, find_layers, find_repeat
 from lumos.examples_data import example_run_dir
-from lumos.graph.model import DepKind, TaskKind, Workload
+from lumos.graph.model import DepKind, TaskKind, WaitKind, Workload
 from lumos.graph.synthetic import GraphBuilder
 from lumos.replay import build_workload
 from lumos.sim import simulate
@@ -214,3 +214,40 @@ def test_launch_edges_are_copied_when_a_stream_is_the_first_processor():
     launch = g2.edges.kind == int(DepKind.LAUNCH)
     pairs = sorted(zip(g2.edges.src[launch].tolist(), g2.edges.dst[launch].tolist(), strict=True))
     assert pairs == sorted(zip(launches, kernels, strict=True))
+
+
+def test_resized_tasks_keep_their_starts_gaps_and_event_waits():
+    """A stream created first holds one kernel (new task 0); the thread runs setup (100 ns),
+    the kernel's launch (120), an event record (140), layers ``[a 200, b 300]``, ``[a 400,
+    b 500]`` and tear-down (600); ``b`` of layer 0 waits for the event. Growing to 3 layers
+    copies layer 0 twice (``j * 2 // 3``: 0, 0, 1). The thread's first task keeps its start
+    and each later one starts its old gap after the task before it: a copy of ``a`` 60 ns
+    after ``b`` (as ``a`` followed the record), layer 1's ``a`` 100 ns after a ``b``. Both
+    copies of ``b`` wait for the record, which is new task 3."""
+    b = GraphBuilder()
+    stream = b.stream(7)
+    th = b.thread(1)
+    b.task(th, "setup", 10, ts_ns=100)
+    launch = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=120)
+    k = b.task(stream, "gemm", 40, ts_ns=250)
+    b.edge(launch, k, DepKind.LAUNCH)
+    record = b.task(th, "cudaEventRecord", 2, TaskKind.RUNTIME, ts_ns=140)
+    blocks = []
+    for i in range(2):
+        a = b.task(th, "a", 10, ts_ns=200 + 200 * i)
+        c = b.task(th, "b", 10, ts_ns=300 + 200 * i)
+        blocks.append(np.array([a, c], dtype=np.int64))
+    b.wait(int(blocks[0][1]), WaitKind.EVENT, stream=stream, record=record)
+    last = b.task(th, "teardown", 10, ts_ns=600)
+    b.annotate("ProfilerStep#1", th, 0, last)
+    g = b.build().validate()
+    g2, _ = resize_groups(g, [Group(th, tuple(blocks), "layer", "forward", 0)], [3])
+    g2.validate()
+    names = ["gemm", "setup", "cudaLaunchKernel", "cudaEventRecord", *["a", "b"] * 3, "teardown"]
+    assert [g2.task_name(i) for i in range(g2.num_tasks)] == names
+    assert g2.tasks.ts_ns.tolist() == [250, 100, 120, 140, 200, 300, 360, 460, 560, 660, 760]
+    w = g2.waits
+    assert list(zip(w.task_idx.tolist(), w.record_task_idx.tolist(), strict=True)) == [
+        (5, 3),
+        (7, 3),
+    ]

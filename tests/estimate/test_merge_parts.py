@@ -4,9 +4,10 @@ known answers; merged real traces are in ``test_stages.py``."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lumos.estimate.merge import merge_graphs, place
-from lumos.graph.model import DepKind, TaskKind, WaitKind
+from lumos.graph.model import AnnotationKind, DepKind, TaskKind, WaitKind
 from lumos.graph.synthetic import GraphBuilder
 
 
@@ -53,3 +54,44 @@ def test_work_after_a_steps_last_block_runs_with_that_step_after_its_blocks():
     expected = [(0, 0), (0, 0), (0, 4), (1, 0), (1, 4)]
     assert keys.tolist() == [(s * 6 + k + 1) * 4096 + 1 for s, k in expected]
     assert keys.tolist() == [4097, 4097, 20481, 28673, 45057]
+
+
+@pytest.mark.parametrize("dims", [(), ("[[4, 4]]",)])
+def test_merged_spans_are_every_parts_own_but_the_steps_only_the_firsts(dims):
+    """Each part: the launch-and-wait thread inside a STEP span (tasks 0-3) and a USER span
+    ``fwd`` over its launch and record (tasks 0-2). Merged: part 0's two spans as they were,
+    then part 1's ``fwd`` moved by part 0's 4 tasks (tasks 4-6); part 1's STEP span is
+    dropped (the STEP spans are the first part's). Without dims (a trace recorded without
+    shapes) merging used to fail looking up the spans' dims; with a table of dims that no
+    span uses, the spans still have none."""
+    parts = []
+    for rank in (0, 1):
+        b = GraphBuilder(rank=rank, world_size=2)
+        th, st = b.thread(1), b.stream(7)
+        launch = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
+        k = b.task(st, "gemm", 100)
+        b.edge(launch, k, DepKind.LAUNCH)
+        record = b.task(th, "cudaEventRecord", 2, TaskKind.RUNTIME, gap_ns=1)
+        wait = b.task(th, "cudaEventSynchronize", 3, TaskKind.RUNTIME, gap_ns=1)
+        b.wait(wait, WaitKind.EVENT, stream=st, record=record)
+        b.annotate("ProfilerStep#1", th, launch, wait)
+        b.annotate("fwd", th, launch, record, kind=AnnotationKind.USER)
+        parts.append(b.build().replace(dims=dims).validate())
+    merged = merge_graphs(parts).validate()
+    a = merged.annotations
+    rows = sorted(
+        zip(
+            [merged.names[i] for i in a.name_idx.tolist()],
+            a.kind.tolist(),
+            a.first_task_idx.tolist(),
+            a.last_task_idx.tolist(),
+            strict=True,
+        )
+    )
+    step, user = int(AnnotationKind.STEP), int(AnnotationKind.USER)
+    assert rows == [
+        ("ProfilerStep#1", step, 0, 3),
+        ("fwd", user, 0, 2),
+        ("fwd", user, 4, 6),
+    ]
+    assert a.dims_idx.tolist() == [-1, -1, -1]

@@ -104,3 +104,32 @@ def test_a_batched_send_is_issued_after_the_op_before_it_and_waited_for_after_th
         zip(e.src[intra].tolist(), e.dst[intra].tolist(), e.delay_ns[intra].tolist(), strict=True)
     )
     assert on_thread == ([(0, 1, 4), (1, 2, 5)] if tail else [(0, 1, 4)])
+
+
+def test_with_every_each_peer_gets_a_lane_of_its_own():
+    """One thread of rank 0 of 3: ``a``, a send to rank 1, a send to rank 2, a send to rank 1,
+    ``b``. With ``every`` all 3 sends move off the thread and nothing waits for them; sends to
+    different peers do not queue behind each other, so rank 1's two sends share one lane
+    (processor 1, in their order) and rank 2's send has its own (processor 2)."""
+    bld = GraphBuilder(rank=0, world_size=3)
+    th = bld.thread(1)
+    bld.task(th, "a", 10)
+    for peer in (1, 2, 1):
+        comm = bld.comm(CommType.SEND, 1024, peer_rank=peer)
+        bld.task(th, f"send to {peer}", 50, TaskKind.CPU_COMM, gap_ns=3, comm=comm)
+    bld.task(th, "b", 10, gap_ns=5)
+    out, n = batch_sends(bld.build().validate(), every=True)
+    out.validate()
+    assert n == 3
+    assert out.processors.label == ("thread 1", *["thread 1: batched sends"] * 2)
+    where = sorted(
+        (int(out.tasks.processor_idx[i]), int(out.tasks.order[i]), out.task_name(i))
+        for i in range(out.num_tasks)
+    )
+    assert where == [
+        (0, 0, "a"),
+        (0, 1, "b"),
+        (1, 0, "send to 1"),
+        (1, 1, "send to 1"),
+        (2, 0, "send to 2"),
+    ]

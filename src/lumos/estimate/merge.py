@@ -105,7 +105,8 @@ def merge_graphs(graphs: Sequence[ExecGraph]) -> ExecGraph:
             n_procs += len(extra)
             order_base = np.concatenate([order_base, np.zeros(len(extra), np.int64)])
         name_map = _union(names, g.names)
-        dims_map = _union(dims, g.dims)
+        # one spare entry: a part with no dims still has an element 0 for the masked lookups
+        dims_map = np.append(_union(dims, g.dims), -1)
         pg_names = [p.name for p in pgs]
         pg_map = np.empty(len(g.process_groups), dtype=np.int64)
         for j, pg in enumerate(g.process_groups):
