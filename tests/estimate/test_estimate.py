@@ -77,6 +77,19 @@ def test_a_setting_without_a_value_names_its_flag():
     assert str(err.value) == "--sweep 'dp': expected KEY=VALUE, e.g. dp=16"
 
 
+def test_a_model_key_set_again_replaces_only_its_own_value():
+    """``layers=4 seq=128 layers=8``: the second ``layers`` replaces the first and moves to the
+    end; ``seq`` stays."""
+    s = parse_scenario(["layers=4", "seq=128", "layers=8"])
+    assert s.model == (("seq", 128), ("layers", 8))
+
+
+def test_rank_0_is_a_valid_straggler_and_link():
+    """Ranks count from 0: ``straggler=0:2`` and ``link=0:3`` are accepted as given."""
+    s = parse_scenario(["straggler=0:2", "link=0:3"])
+    assert (s.straggler, s.link) == (((0, 2.0),), ((0, 3.0),))
+
+
 def test_estimate_csv_rows_by_hand():
     """One line per row: the label (a comma in it would split the column: written ``;``), the
     step, its change against the first row (250 / 200 - 1 = +25.00 %), the breakdown (a part

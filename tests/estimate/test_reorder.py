@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lumos.errors import SimulationError
 from lumos.estimate import estimate, parse_scenario
 from lumos.estimate.baseline import detect_baseline
 from lumos.estimate.reorder import batch_sends
@@ -48,6 +49,7 @@ def test_1f1b_runs_each_stage_in_its_order_with_sends_batched():
     # F1 B1 F2 B2 F3 B3 F4 B4 on stage 1 (forwards receive, backwards send), every step
     assert _issue_order(edited.graphs[0]) == "SSRSRSRR" * 3
     assert _issue_order(edited.graphs[1]) == "RSRSRSRS" * 3
+    assert (edits[-1].name, edits[-1].model) == ("schedule 1f1b", "micro-batch blocks re-ordered")
     # a send followed by a receive: 3 per stage and step
     assert edits[-1].detail.endswith("; 18 sends issued together with the receive after them")
     labels = [lb for g in edited.graphs for lb in g.processors.label if "batched sends" in lb]
@@ -133,3 +135,28 @@ def test_with_every_each_peer_gets_a_lane_of_its_own():
         (1, 1, "send to 1"),
         (2, 0, "send to 2"),
     ]
+
+
+def test_a_re_ordered_pipeline_that_cannot_finish_says_why(monkeypatch):
+    """Whatever stops the simulation of a re-ordered schedule is reported as a deadlock of
+    the schedule, in one message naming the scenario, why lumos's orders can wait forever, and
+    the simulator's own words after it (here a stand-in: the real replay of this run finishes)."""
+    import lumos.estimate.run as run
+
+    row = run._row
+
+    def stuck(edited, s, *args, **kwargs):
+        if s.schedule is not None:
+            raise SimulationError("stage 1 waits for a send")
+        return row(edited, s, *args, **kwargs)
+
+    monkeypatch.setattr(run, "_row", stuck)
+    workload, _ = build_workload([str(RUN)])
+    with pytest.raises(SimulationError) as err:
+        estimate(workload, [parse_scenario(["schedule=1f1b"])])
+    assert str(err.value) == (
+        "schedule=1f1b: the re-ordered pipeline deadlocks: a stage waits for a send or receive "
+        "its neighbour never reaches (lumos issues a send together with the receive right after "
+        "it, as batch_isend_irecv does, in 1f1b orders, and every send without blocking in "
+        "interleaved ones). (stage 1 waits for a send)"
+    )

@@ -90,6 +90,50 @@ def test_complete_derives_only_what_is_unknown():
     assert Dims(seq=64, tokens=0).complete() == Dims(seq=64, tokens=0)
 
 
+def test_a_zero_or_unknown_size_is_no_quantity():
+    """Only sizes > 0 are quantities a dimension can match: a zero token count (which
+    ``complete`` keeps, above) and the unknown ``-1`` sizes are left out, so a dimension of 0
+    (an empty tensor) is never read as the token count."""
+    assert Dims(seq=64, tokens=0).quantities() == {"s": 64}
+    assert Dims(microbatch_size=2, seq=8, hidden=64, heads=4).quantities() == {
+        "tokens": 16, "b*heads": 8, "b": 2, "s": 8, "heads": 4, "h": 64, "3h": 192, "hd": 16,
+    }  # fmt: skip
+
+
+def test_a_leading_scalar_of_a_product_does_not_make_its_first_matrix_a_weight():
+    """``b = 4, s = 16`` (64 tokens), hidden 64 -> 128. A product record led by a scalar
+    (``[]``, kept as it is) then two ``[64, 64]`` matrices: the first matrix is still the
+    activation (leading 64 = tokens, kept; last 64 = hidden -> 128), only the second is a
+    weight (both 64s hidden -> 128)."""
+    m = _Mapper(
+        Dims(microbatch_size=4, seq=16, hidden=64), Dims(microbatch_size=4, seq=16, hidden=128)
+    )
+    assert map_dims("aten::bmm", [[], [64, 64], [64, 64]], m, inside=True) == [
+        [],
+        [64, 128],
+        [128, 128],
+    ]
+
+
+def test_a_mask_broadcast_over_the_heads_keeps_its_one_head():
+    """b 2, s 16, hidden 96, heads 4 -> 8 (head size 24 -> 12). Attention scores
+    ``[b, heads, s, s]`` get the new heads: ``[2, 8, 16, 16]`` (the last 16 is ``s``, kept);
+    a mask ``[b, 1, s, s]`` broadcast over the heads keeps its 1."""
+    m = _Mapper(Dims(microbatch_size=2, seq=16, hidden=96, heads=4),
+                Dims(microbatch_size=2, seq=16, hidden=96, heads=8))  # fmt: skip
+    assert map_dims("aten::masked_fill", [[2, 4, 16, 16], [2, 1, 16, 16]], m, True) == [
+        [2, 8, 16, 16],
+        [2, 1, 16, 16],
+    ]
+
+
+def test_a_line_through_one_size_of_zero_work_has_no_slope():
+    """One distinct work value, 0: no slope can be read (``y / 0``), so the line is flat at 0
+    (not infinite); one value of 4 gives the slope through the origin, median 20 / 4 = 5."""
+    assert fit_line(np.array([0.0, 0.0]), np.array([5.0, 7.0])) == (0.0, 0.0)
+    assert fit_line(np.array([4.0, 4.0, 4.0]), np.array([10.0, 20.0, 30.0])) == (0.0, 5.0)
+
+
 MM = "[[512, 128], [128, 512]]"  # the LM head's product (or an FFN one inside a layer)
 SOFTMAX = "[[8, 4, 64, 64], [], []]"
 

@@ -257,3 +257,47 @@ def test_four_recorded_stages_merged_into_two():
     assert _messages(out.graphs[0]) == " ".join(["S1 S1 R1 R1"] * 2)
     assert _messages(out.graphs[1]) == " ".join(["R0 R0 S0 S0"] * 2)
     simulate(out, TracedCost())
+
+
+def test_a_block_with_nothing_outside_its_layers_cannot_become_a_stage_boundary(traced):
+    """A new stage boundary turns the ops before (after) a micro-batch block's layers into the
+    receive (send); with none there it is refused with one message."""
+    from lumos.estimate.stages import Boundary, _Editor
+
+    workload, _ = traced
+    ed = _Editor(workload.graphs[0])
+    with pytest.raises(ConfigError) as err:
+        ed.hand_over(np.array([], dtype=np.int64), Boundary(workload, int(CommType.RECV)), 1)
+    assert str(err.value) == (
+        "pp: a micro-batch block has no work outside its layers to turn into the new stage boundary"
+    )
+
+
+def _p2p_sizes(g) -> list[int]:
+    c = g.comms
+    return c.size_bytes[np.isin(c.kind, [int(CommType.SEND), int(CommType.RECV)])].tolist()
+
+
+def test_a_wider_model_sends_wider_activations_between_its_stages(traced):
+    """Each traced message carries one micro-batch's activations, b 2 x s 32 x hidden 128 x
+    4 bytes = 32,768 (12 per rank). Hidden 128 -> 256 (same tokens): 2 x 32 x 256 x 4 =
+    65,536 bytes, activations x2."""
+    workload, _ = traced
+    base = detect_baseline(workload)
+    assert [_p2p_sizes(g) for g in workload.graphs] == [[32768] * 12] * 2
+    out, edits = reshape_workload(workload, base, {"hidden": 256})
+    assert [_p2p_sizes(g) for g in out.graphs] == [[65536] * 12] * 2
+    assert edits[-1].name == "communication re-sized"
+    assert edits[-1].detail.endswith(", activations x2.000")
+
+
+def test_merged_stages_are_then_re_shaped(traced):
+    """pp 2 -> 1 and hidden 128 -> 256 together: the stages are merged first, then the one
+    merged rank is re-timed for the new width (found again on the merged graph) and its
+    communication re-sized; all of both stages' tasks are kept."""
+    workload, _ = traced
+    out, edits = reshape_workload(workload, detect_baseline(workload), {"pp": 1, "hidden": 256})
+    names = [e.name for e in edits]
+    assert names == ["pp 2 -> 1", "hidden 128 -> 256", "communication re-sized"]
+    (g,) = out.graphs
+    assert g.num_tasks == sum(x.num_tasks for x in workload.graphs)
