@@ -11,10 +11,11 @@ from lumos.graph.model import AnnotationKind, DepKind, TaskKind, WaitKind
 from lumos.graph.synthetic import GraphBuilder
 
 
-def _launch_and_wait(rank: int):
+def _launch_and_wait(rank: int, spans: bool = False, dims: tuple[str, ...] = ()):
     """A thread launching one kernel, recording an event after it and waiting for the event:
     tasks 0 launch, 1 kernel (on the stream), 2 record, 3 wait (wait row: EVENT on the
-    stream, recorded by task 2)."""
+    stream, recorded by task 2). With ``spans``: a STEP span over tasks 0-3 and a USER span
+    ``fwd`` over the launch and the record (0-2); ``dims`` is the graph's table of dims."""
     b = GraphBuilder(rank=rank, world_size=2)
     th, st = b.thread(1), b.stream(7)
     launch = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
@@ -23,7 +24,10 @@ def _launch_and_wait(rank: int):
     record = b.task(th, "cudaEventRecord", 2, TaskKind.RUNTIME, gap_ns=1)
     wait = b.task(th, "cudaEventSynchronize", 3, TaskKind.RUNTIME, gap_ns=1)
     b.wait(wait, WaitKind.EVENT, stream=st, record=record)
-    return b.build().validate()
+    if spans:
+        b.annotate("ProfilerStep#1", th, launch, wait)
+        b.annotate("fwd", th, launch, record, kind=AnnotationKind.USER)
+    return b.build().replace(dims=dims).validate()
 
 
 def test_merged_waits_point_at_their_own_parts_tasks():
@@ -64,19 +68,7 @@ def test_merged_spans_are_every_parts_own_but_the_steps_only_the_firsts(dims):
     dropped (the STEP spans are the first part's). Without dims (a trace recorded without
     shapes) merging used to fail looking up the spans' dims; with a table of dims that no
     span uses, the spans still have none."""
-    parts = []
-    for rank in (0, 1):
-        b = GraphBuilder(rank=rank, world_size=2)
-        th, st = b.thread(1), b.stream(7)
-        launch = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
-        k = b.task(st, "gemm", 100)
-        b.edge(launch, k, DepKind.LAUNCH)
-        record = b.task(th, "cudaEventRecord", 2, TaskKind.RUNTIME, gap_ns=1)
-        wait = b.task(th, "cudaEventSynchronize", 3, TaskKind.RUNTIME, gap_ns=1)
-        b.wait(wait, WaitKind.EVENT, stream=st, record=record)
-        b.annotate("ProfilerStep#1", th, launch, wait)
-        b.annotate("fwd", th, launch, record, kind=AnnotationKind.USER)
-        parts.append(b.build().replace(dims=dims).validate())
+    parts = [_launch_and_wait(rank, spans=True, dims=dims) for rank in (0, 1)]
     merged = merge_graphs(parts).validate()
     a = merged.annotations
     rows = sorted(
