@@ -98,9 +98,11 @@ def test_an_inference_trace_needs_no_backward():
     ids=["backward-3-of-4", "no-backward-repeat", "steps-disagree", "two-stacks"],
 )  # fmt: skip
 def test_a_count_that_does_not_hold_up_is_declined_with_the_reason(steps, reason):
+    """The job declines with the one rank's reason, and that rank's answer names it (rank 0)."""
     v = verdict_of(job_rank(steps))
     assert v.layers is None
     assert v.reason == reason and v.ranks[0].reason == reason
+    assert v.ranks[0].rank == 0
 
 
 def test_a_loop_over_one_op_is_not_a_layer():

@@ -56,6 +56,18 @@ def test_each_key_asks_for_what_it_uses_on_the_demo(demo):
     assert asks(demo, {"hidden": 128}, base) == []
 
 
+def test_the_demo_says_where_each_size_came_from(demo):
+    """The bundled GPT (its README: hidden 128, 4 heads, sequence 64, batch 8; the example's FFN
+    is 4 x hidden): hidden is the last dimension of the layers' (b, s, hidden) activations, the
+    FFN the widest other one, the heads the attention tensors' second dimension."""
+    base = detect_baseline(demo)
+    assert {k: base.values[k] for k in KEYS} == {
+        "hidden": 128, "ffn": 512, "heads": 4, "seq": 64, "microbatch_size": 8}  # fmt: skip
+    assert base.how["ffn"] == "widest other layer activation"
+    assert base.how["heads"] == "attention tensors (b, heads, s, hidden/heads)"
+    assert base.how["seq"] == "activations (b, s, hidden) = [8, 64]+[128]"
+
+
 def test_a_flattened_trace_shows_tokens_hidden_and_ffn_not_seq(flat):
     base = detect_baseline(flat)
     assert {k: base.values.get(k, -1) for k in (*KEYS, "tokens", "vocab")} == {
@@ -64,6 +76,7 @@ def test_a_flattened_trace_shows_tokens_hidden_and_ffn_not_seq(flat):
     # the forward products are [512, 128] @ [128, 512] and [512, 512] @ [512, 128]: the token
     # rows are the left operand's, so the 512 tokens are not read as the 512-wide FFN
     assert base.how["tokens"] == "rows of 24 forward matrix products (tokens, K)"
+    assert base.how["heads"] == "no attention tensor (b, heads, s, hidden / heads)"
     assert {k: [x for x, _ in missing(flat, base, {k: 4096})] for k in KEYS} == {
         "hidden": [], "ffn": [], "heads": ["heads"], "seq": ["seq"],
         "microbatch_size": ["microbatch_size"]}  # fmt: skip
