@@ -67,7 +67,7 @@ from lumos.chakra.mapping_delay import (
     delay_rows,
     kind_names,
     pair_delays,
-    resolve_delay_deps_ns,
+    resolve_delay_deps,
 )
 from lumos.chakra.mapping_encode import AttrColumn, build_trace
 from lumos.chakra.schema import NodeType
@@ -517,7 +517,7 @@ def from_chakra(trace: ChakraTrace, *, world_size: int | None = None) -> ExecGra
         world_size=int(meta.get("world_size", world_size or 1)),
         diagnostics=diag,
     )
-    deps, dep_delay_ns = resolve_delay_deps_ns(trace, is_delay)
+    deps, dep_delay_ns = resolve_delay_deps(trace, is_delay)
     if not _deps_match(trace, deps, task_rows, graph):
         diag.warn("chakra_deps_edited", f"{where}: data_deps differ from the lumos edge table")
         from lumos.chakra.mapping_foreign import edges_from_deps

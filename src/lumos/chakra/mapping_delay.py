@@ -42,7 +42,6 @@ __all__ = [
     "delay_rows",
     "pair_delays",
     "resolve_delay_deps",
-    "resolve_delay_deps_ns",
 ]
 
 #: The attribute that marks a synthetic delay node (its value is the exact delay in ns).
@@ -87,18 +86,13 @@ def delay_rows(trace: Any) -> NDArray[np.bool_]:
     return out
 
 
-def resolve_delay_deps(trace: Any, is_delay: NDArray[np.bool_]) -> NDArray[np.uint64]:
-    """``data_deps`` with every delay node id replaced by the id its delay node depends on
-    (what the dependency was before :func:`to_chakra` inserted the node)."""
-    return resolve_delay_deps_ns(trace, is_delay)[0]
-
-
-def resolve_delay_deps_ns(
+def resolve_delay_deps(
     trace: Any, is_delay: NDArray[np.bool_]
 ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
-    """:func:`resolve_delay_deps` and, per ``data_deps`` entry, the exact delay (``DELAY_ATTR``,
-    ns) of the delay node it named: 0 where it named none or one that did not resolve (a delay
-    node left with other than one dependency stays as it is)."""
+    """``data_deps`` with every delay node id replaced by the id its delay node depends on
+    (what the dependency was before :func:`to_chakra` inserted the node), and per entry the
+    exact delay (``DELAY_ATTR``, ns) of the delay node it named: 0 where it named none or one
+    that did not resolve (a delay node left with other than one dependency stays as it is)."""
     deps = trace.data_deps
     delay = np.zeros(deps.size, dtype=np.int64)
     if not is_delay.any() or not deps.size:  # no dependency: none names a delay node

@@ -276,7 +276,7 @@ def edges_from_deps(
     """Edges from the ``data_deps`` of a lumos-written trace whose deps were edited.
 
     ``deps`` replaces ``trace.data_deps`` entry for entry (the delay-resolved ones,
-    :func:`lumos.chakra.mapping_delay.resolve_delay_deps_ns`) and ``delay_ns`` gives each
+    :func:`lumos.chakra.mapping_delay.resolve_delay_deps`) and ``delay_ns`` gives each
     entry's edge delay (0 when not given). The dependencies of the nodes in ``folded`` (the delay
     nodes, already folded into ``deps``) are skipped; every other one that does not join two
     distinct tasks is counted as ``data_dep_dangling``."""

@@ -40,7 +40,7 @@ from lumos.estimate.params import forward_params, with_vocab
 from lumos.estimate.shapes import Dims, _Mapper, map_dims
 from lumos.graph.model import ExecGraph
 
-__all__ = ["out_elements", "resident_ratio", "resize_memory", "scale_resident", "with_vocab"]
+__all__ = ["out_elements", "resident_ratio", "resize_memory", "scale_resident"]
 
 _GEMM = re.compile(r"^aten::(mm|bmm|matmul)$")
 _ADD_GEMM = re.compile(r"^aten::(addmm|baddbmm)$")
