@@ -79,15 +79,51 @@ def test_nothing_to_send_costs_nothing(kind, size, ranks):
             kind, "ring", 0, size, ranks)  # fmt: skip
 
 
-def test_unsupported():
-    with pytest.raises(ConfigError):
-        astra_time("broadcast", N, 8, CFG)
-    with pytest.raises(ConfigError):
-        astra_time("all_reduce", N, 8, CFG, algorithm="direct")
-    with pytest.raises(ConfigError):
-        AstraConfig(bw_bytes_per_s=1e9, latency_ns=0, chunks=0)
-    with pytest.raises(ConfigError, match="size >= 0, got 8 and -1"):
-        astra_time("all_reduce", -1, 8, CFG)
+MODES = "the ASTRA-sim-compatible mode"
+
+
+@pytest.mark.parametrize(("kind", "size", "ranks", "algorithm", "message"), [
+    ("broadcast", N, 8, "ring", f"{MODES} models all_reduce, reduce_scatter, all_gather and "
+     "all_to_all, not broadcast"),
+    ("all_gather", N, 8, "tree", f"{MODES} has algorithms ring, direct, not 'tree'"),
+    ("all_reduce", N, 8, "direct", f"{MODES} has no direct all_reduce; use ring"),
+    ("all_reduce", -1, 8, "ring", "need ranks >= 1 and size >= 0, got 8 and -1"),
+    ("all_gather", N, 0, "auto", "need ranks >= 1 and size >= 0, got 0 and 1048576"),
+])  # fmt: skip
+def test_unsupported(kind, size, ranks, algorithm, message):
+    """What the mode does not model is one ConfigError with exactly this text: the collective
+    (lower case), the algorithm (quoted) or the bad ranks and size."""
+    with pytest.raises(ConfigError) as err:
+        astra_time(kind, size, ranks, CFG, algorithm=algorithm)
+    assert str(err.value) == message
+
+
+# 0.5 bytes/ns links and local memory (a byte costs 2 ns), 100 ns latency, endpoint delay 10
+SLOW = {"bw_bytes_per_s": 0.5e9, "latency_ns": 100, "local_mem_bw_bytes_per_s": 0.5e9}
+
+
+@pytest.mark.parametrize(("kind", "size", "ranks", "chunks", "terms"), [
+    # 15 bytes over 2 ranks: message floor(15 / 2) = 7 bytes (the odd byte is not sent), so
+    # serialization 7 x 2 = 14 ns and reduction 3 x 14 = 42 ns; 1 hop, 2 endpoint delays
+    ("reduce_scatter", 15, 2, 1, (20, 100, 14, 42)),
+    # an all_gather's output of 9 bytes is floor(9 / 2) = 4 bytes per rank: one chunk, one
+    # message of 4 bytes (8 ns), 1 hop
+    ("all_gather", 9, 2, 1, (20, 100, 8, 0)),
+    # 10 bytes in 4 splits: chunks of floor(10 / 4) = 2 bytes (not below 2 ranks), so
+    # ceil(10 / 2) = 5 chunks, each a message of 1 byte (2 ns; reduction 3 x 2 = 6 ns) over
+    # 2 hops with 3 endpoint delays: 5 x 3 x 10, 5 x 2 x 100, 5 x 2 x 2, 5 x 1 x 6
+    ("all_reduce", 10, 2, 4, (150, 1000, 20, 30)),
+    # all_to_all ring over 3 ranks: 3 x 2 / 2 = 3 hops, 4 endpoint delays, message 12 / 3 = 4
+    ("all_to_all", 12, 3, 1, (40, 300, 24, 0)),
+])  # fmt: skip
+def test_sizes_that_do_not_divide_are_cut_to_whole_bytes(kind, size, ranks, chunks, terms):
+    """Messages and chunks are whole bytes (integer division, as ASTRA-sim's), and every term is
+    an integer number of ns (the record is written as JSON: ``125480``, never ``125480.0``)."""
+    t = astra_time(kind, size, ranks, AstraConfig(chunks=chunks, **SLOW))
+    names = ("endpoint_ns", "latency_ns", "bandwidth_ns", "reduction_ns")
+    assert dict(t.terms) == dict(zip(names, terms, strict=True))
+    assert [type(v) for v in t.terms.values()] == [int] * 4
+    assert type(t.time_ns) is int and t.time_ns == sum(terms)
 
 
 @pytest.mark.parametrize(("fields", "message"), [
