@@ -10,6 +10,7 @@ byte at 1 GB/s).
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -20,7 +21,7 @@ from lumos.cost.astra_files import (
     read_astra_network,
     write_astra_configs,
 )
-from lumos.errors import InputError
+from lumos.errors import ConfigError, InputError
 
 RT = AstraNetwork(npus=8, bw_bytes_per_s=50 * 2**30, latency_ns=500, chunks=4)
 
@@ -157,4 +158,117 @@ def test_fit_report_compares_in_the_fits_own_float64_arithmetic():
         "samples": 1, "latency_ns": 0.0, "bw_bytes_per_s": 1e9 / 2**24,
         "measured_total_ns": 2**54 + 24, "predicted_total_ns": 2**54 + 24, "rel_rms": 0.0,
         "note": FALLBACK,
+    }  # fmt: skip
+
+
+def test_a_network_is_at_least_one_npu_and_reads_back_every_setting(tmp_path):
+    """One NPU is a valid network, none is refused naming the value; every setting lumos writes
+    (npus, bandwidth, latency, chunks, endpoint delay, local-mem-bw) reads back as written, and
+    a ``system.json`` that states none of the optional keys reads as ASTRA-sim's defaults:
+    ring collectives, one active chunk, roofline off, 1 split, endpoint delay 10 ns, local
+    memory 50 GB/s (10^9 bytes per GB)."""
+    assert AstraNetwork(npus=1, bw_bytes_per_s=1e9, latency_ns=0).npus == 1
+    with pytest.raises(ConfigError) as err:
+        AstraNetwork(npus=0, bw_bytes_per_s=1e9, latency_ns=0)
+    assert str(err.value) == "npus must be >= 1, got 0"
+    odd = AstraNetwork(npus=3, bw_bytes_per_s=2 * 2**30, latency_ns=70, chunks=3,
+                       endpoint_delay_ns=7, local_mem_bw_bytes_per_s=25e9)  # fmt: skip
+    write_astra_configs(odd, tmp_path)
+    assert read_astra_network(tmp_path) == odd
+    (tmp_path / "system.json").write_text("{}")
+    assert read_astra_network(tmp_path) == AstraNetwork(
+        npus=3, bw_bytes_per_s=2 * 2**30, latency_ns=70, chunks=1, endpoint_delay_ns=10,
+        local_mem_bw_bytes_per_s=50e9)  # fmt: skip
+
+
+def test_fit_refuses_samples_with_nothing_to_fit():
+    """Samples of another kind, of one rank or of size 0 leave nothing to fit: one ConfigError
+    with exactly this text."""
+    samples = [CommSample("broadcast", 8, 2, 5), CommSample("all_gather", 8, 1, 5),
+               CommSample("all_reduce", 0, 4, 5)]  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        fit_astra_network(samples, 2)
+    assert str(err.value) == (
+        "no collective with a size and more than one rank to fit the network to")
+
+
+def test_fit_times_its_samples_with_the_chunks_and_local_memory_it_is_given():
+    """Reduce-scatters over 2 ranks in 2 splits with local memory at 1 GB/s (1 byte/ns), so a
+    sample's time depends on both. 4000 bytes: 2 chunks, each one message of 1000 bytes over
+    1 hop, so per sample latency coefficient a = 2, bandwidth coefficient b = 2 x 1000 = 2000
+    (ns at 1 GB/s) and fixed part c = 2 x (2 x 10 endpoint + 3 x 1000 reduction) = 6040;
+    16000 bytes: a = 2, b = 8000, c = 2 x (20 + 12000) = 24040. Measured 7240 and 28242 ns:
+    2L + 2000k = 1200 and 2L + 8000k = 4202, so k = 3002/6000 and L = 99 2/3 ns. The network
+    then predicts each sample exactly: latency rounded to 100 ns, serialization floor(1000 k) =
+    500 and floor(4000 k) = 2001 ns: 2 x (20 + 100 + 500 + 3000) = 7240 and
+    2 x (20 + 100 + 2001 + 12000) = 28242."""
+    samples = [CommSample("reduce_scatter", 4000, 2, 7240),
+               CommSample("reduce_scatter", 16000, 2, 28242)]  # fmt: skip
+    net, rep = fit_astra_network(samples, 2, chunks=2, local_mem_bw_bytes_per_s=1e9)
+    assert net.bw_bytes_per_s == pytest.approx(1e9 * 6000 / 3002, rel=1e-12)
+    assert (net.npus, net.latency_ns, net.chunks, net.endpoint_delay_ns,
+            net.local_mem_bw_bytes_per_s) == (2, 99.667, 2, 10, 1e9)  # fmt: skip
+    assert rep == {
+        "samples": 2, "latency_ns": 99.667, "bw_bytes_per_s": net.bw_bytes_per_s,
+        "measured_total_ns": 35482, "predicted_total_ns": 35482, "rel_rms": 0.0, "note": "",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(("times", "measured", "predicted", "rel_rms"), [
+    # the same size twice (rows (1, 1000) and (1, 1000): rank 1, no line through them):
+    # r = 1000 and 3000 -> k = 4000 x 1000 / (2 x 1000^2) = 2 (bw 5e8); each predicted
+    # 20 + 2000 = 2020 against 1020 and 3020: rms 1000 over the mean 2020
+    ((1020, 3020), 4040, 4040, 1000 / 2020),
+    # sizes 1000 and 4000 bytes per message (below): r = 960 and 4010 lie on a line of
+    # negative latency (L = -56 2/3, k = 3050/3000), refused; k = (960 x 1000 + 4010 x 4000) /
+    # (1000^2 + 4000^2) = 1 (bw 1e9): predicted 1020 and 4020 against 980 and 4030
+    ((980, 4030), 5010, 5040, math.sqrt((40**2 + 10**2) / 2) / 2505),
+])  # fmt: skip
+def test_fit_falls_back_when_the_line_is_not_a_network(times, measured, predicted, rel_rms):
+    """Two samples whose least-squares line has no single answer or a negative latency: the
+    bandwidth alone is fitted at latency 0 (k = r.b / b.b), and the report says so."""
+    second = 2000 if times == (1020, 3020) else 8000
+    samples = [CommSample("all_gather", 2000, 2, times[0]),
+               CommSample("all_gather", second, 2, times[1])]  # fmt: skip
+    net, rep = fit_astra_network(samples, 2)
+    bw = 5e8 if times == (1020, 3020) else 1e9
+    assert (net.latency_ns, net.bw_bytes_per_s) == (0.0, bw)
+    assert rep == {
+        "samples": 2, "latency_ns": 0.0, "bw_bytes_per_s": bw, "measured_total_ns": measured,
+        "predicted_total_ns": predicted, "rel_rms": rel_rms, "note": FALLBACK,
+    }  # fmt: skip
+
+
+M = 2**31 * 10**6 + 1  # a message of just over 2^31 x 10^6 bytes
+
+
+@pytest.mark.parametrize(("size", "measured", "predicted", "rel_rms"), [
+    # one all-gather of 2 x 10^7 bytes (a message of 10^7) in 21 ns: r = 1, k = 10^-7, so
+    # bw = 10^16 bytes/s, capped at 10^15; serialization floor(10^7 / 10^6) = 10 ns: 30 ns
+    (2 * 10**7, 21, 30, 9 / 21),
+    # r = 2^31 over M = 2^31 x 10^6 + 1 bytes: bw = 10^9 M / 2^31 = 10^15 + 0.47 bytes/s, just
+    # over the cap (float64 has steps of 0.125 there): capped, then serialization
+    # floor(M / 10^6) = 2^31 ns, the measured time exactly
+    (2 * M, 2**31 + 20, 2**31 + 20, 0.0),
+])  # fmt: skip
+def test_fit_caps_the_bandwidth_at_1e15(size, measured, predicted, rel_rms):
+    """A fitted bandwidth above 10^15 bytes/s (a link ~4,000 times NVLink's) is capped at
+    exactly 10^15, even when it is above by less than one byte/s."""
+    net, rep = fit_astra_network([CommSample("all_gather", size, 2, measured)], 2)
+    assert net.bw_bytes_per_s == 1e15
+    assert rep == {
+        "samples": 1, "latency_ns": 0.0, "bw_bytes_per_s": 1e15, "measured_total_ns": measured,
+        "predicted_total_ns": predicted, "rel_rms": rel_rms, "note": FALLBACK,
+    }  # fmt: skip
+
+
+def test_fit_error_of_samples_measured_at_0_ns_is_over_1_ns():
+    """A 1-byte all-gather over 2 ranks (no message: bandwidth coefficient 0) measured at 0 ns:
+    the network predicts its two endpoint delays, 20 ns; the relative error divides the rms
+    (20) by the mean time but never by less than 1 ns: 20.0."""
+    net, rep = fit_astra_network([CommSample("all_gather", 1, 2, 0)], 2)
+    assert (net.latency_ns, net.bw_bytes_per_s) == (0.0, 1e15)
+    assert rep == {
+        "samples": 1, "latency_ns": 0.0, "bw_bytes_per_s": 1e15, "measured_total_ns": 0,
+        "predicted_total_ns": 20, "rel_rms": 20.0, "note": FALLBACK,
     }  # fmt: skip
