@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lumos.cost.calibrate import calibrate_from_graph, fit_alpha_beta
+from lumos.cost.calibrate import AlphaBetaFit, calibrate_from_graph, fit_alpha_beta
 from lumos.errors import ConfigError
 from lumos.graph.kinds import CommType, TaskKind
 from lumos.graph.synthetic import GraphBuilder
@@ -159,3 +159,53 @@ def test_samples_are_transfer_time_never_negative():
         b.task(st, "ncclAllReduce", dur, TaskKind.COMM,
                comm=b.comm(CommType.ALL_REDUCE, size, pg, wait_ns=wait))  # fmt: skip
     assert graph_samples(b.build()) == [("all_reduce", 2, 4096, 4000), ("all_reduce", 2, 8192, 0)]
+
+
+@pytest.mark.parametrize("time_ns", [7.0, 0.1, 123_456_789.123, 1e15])
+@pytest.mark.parametrize("sizes", [[1, 2, 3], [0, 1000, 2000]])
+def test_times_that_do_not_vary_are_exactly_a_flat_line(sizes, time_ns):
+    """Equal times are fitted by the flat line through them: latency that time, no growth with
+    size (bandwidth inf), r2 1.0 and no error, whatever the value. (A least-squares solve left a
+    rounding residual: 0.1 ns gave r2 -0.67, 123,456,789.123 ns r2 -3.67 and 3.96e19 bytes/s,
+    1e15 ns r2 0.0, because the mean of three equal floats need not be that float.)"""
+    fit = fit_alpha_beta(sizes, [time_ns] * 3)
+    assert fit == AlphaBetaFit(time_ns, float("inf"), 1.0, 0.0, 3)
+
+
+def test_small_times_have_an_error_relative_to_their_mean():
+    """Times 0, 1, 1 ns at 0, 1, 2 bytes (a mean of 2/3 ns, below 1): slope 1/2 ns per byte
+    (bandwidth 2e9 bytes/s), intercept 2/3 - 1/2 = 1/6 ns, residuals (-1/6, 1/3, -1/6), so
+    ss_res = 1/6, ss_tot = 4/9 + 1/9 + 1/9 = 2/3, r2 = 1 - 1/4 = 0.75 and rel_rms =
+    sqrt(1/18) / (2/3) = sqrt(2) / 4."""
+    fit = fit_alpha_beta([0, 1, 2], [0, 1, 1])
+    assert fit.latency_ns == pytest.approx(1 / 6, rel=1e-12)
+    assert fit.bw_bytes_per_s == pytest.approx(2e9, rel=1e-12)
+    assert fit.r2 == pytest.approx(0.75, rel=1e-12)
+    assert fit.rel_rms == pytest.approx(np.sqrt(2) / 4, rel=1e-12)
+    assert fit.n == 3
+
+
+def test_half_precision_inputs_are_fitted_in_float64():
+    """Sizes and times given as float16 arrays (numpy's least squares refuses float16) are the
+    module docstring's example: 10 ns per kB, so 1e11 bytes/s, and 1000 ns of latency, exactly
+    on the line."""
+    fit = fit_alpha_beta(np.array([1000, 2000, 4000], np.float16),
+                         np.array([1010, 1020, 1040], np.float16))  # fmt: skip
+    assert fit.latency_ns == pytest.approx(1000.0, rel=1e-12)
+    assert fit.bw_bytes_per_s == pytest.approx(1e11, rel=1e-9)
+    assert (fit.r2, fit.n) == (pytest.approx(1.0, abs=1e-12), 3)
+
+
+@pytest.mark.parametrize(("sizes", "times", "message"), [
+    ([1, 2, 3], [1.0, 2.0], "sizes and times must be two sequences of the same length"),
+    ([1024, 1024], [5.0, 6.0], "fitting latency and bandwidth needs at least two distinct sizes"),
+    # 2^53 and 2^53 + 1 are the same float64: one size, as the fit's arithmetic sees it
+    ([2**53, 2**53 + 1], [5.0, 6.0], "fitting latency and bandwidth needs at least two distinct "
+     "sizes"),
+])  # fmt: skip
+def test_unfittable_inputs_are_refused_with_exactly_this_text(sizes, times, message):
+    """Sizes and times of different lengths, or fewer than two sizes that differ as float64s:
+    one ConfigError with exactly this text."""
+    with pytest.raises(ConfigError) as err:
+        fit_alpha_beta(sizes, times)
+    assert str(err.value) == message

@@ -40,7 +40,7 @@ __all__ = [
 class AlphaBetaFit:
     """A fitted line: ``latency_ns`` (intercept), ``bw_bytes_per_s`` (1 / slope; ``inf`` when
     time does not grow with size), ``r2`` (coefficient of determination; 1.0 when the times
-    do not vary and the line hits them) and ``rel_rms`` (root-mean-square error / mean time)."""
+    do not vary: the flat line through them) and ``rel_rms`` (root-mean-square error / mean time)."""
 
     latency_ns: float
     bw_bytes_per_s: float
@@ -64,11 +64,16 @@ def fit_alpha_beta(sizes_bytes: Sequence[float], times_ns: Sequence[float]) -> A
         raise ConfigError("sizes and times must be two sequences of the same length")
     if len(np.unique(x)) < 2:
         raise ConfigError("fitting latency and bandwidth needs at least two distinct sizes")
-    slope, intercept = np.polyfit(x, y, 1)
+    if np.all(y == y[0]):
+        # times that do not vary: the flat line through them, exactly (polyfit's rounding
+        # would leave a residual, a slope of 1e-20 and r2 <= 0 for, say, 0.1 ns or 1e15 ns)
+        slope, intercept = 0.0, float(y[0])
+    else:
+        slope, intercept = np.polyfit(x, y, 1)
     resid = y - (intercept + slope * x)
     ss_res = float(resid @ resid)
     ss_tot = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res < 1e-9 else 0.0)
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     mean = float(np.abs(y).mean())
     rel_rms = float(np.sqrt(ss_res / len(y)) / mean) if mean > 0 else 0.0
     bw = 1e9 / slope if slope > 0 else float("inf")
