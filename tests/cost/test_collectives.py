@@ -200,3 +200,102 @@ def test_bad_arguments_are_named_exactly():
         with pytest.raises(ConfigError) as err:
             call()
         assert str(err.value) == message
+
+
+# reduce_bw 100 bytes/ns; 1 MiB over 8 ranks on LINK (50 bytes/ns, 500 ns per step):
+# (p-1)/p n = 917,504 bytes, so 7/8 n / 50 = 18,350 ns and 7/8 n / 100 = 9,175 ns
+@pytest.mark.parametrize(("kind", "algo", "ranks", "terms"), [
+    ("all_reduce", "direct", 8, (2 * 500, 36_700, 9_175)),  # 2 steps, 2 x 7/8 n / 50
+    ("all_reduce", "tree", 8, (6 * 500, 41_943, 10_486)),  # 2 log2 8 steps, 2n / 50, n / 100
+    ("all_gather", "direct", 8, (500, 18_350, 0)),
+    ("reduce_scatter", "direct", 8, (500, 18_350, 9_175)),
+    ("all_to_all", "direct", 8, (500, 18_350, 0)),
+    ("all_to_all", "ring", 8, (7 * 500, 73_400, 0)),  # relayed: 7/2 n / 50
+    ("gather", "direct", 8, (7 * 500, 18_350, 0)),
+    ("gather", "ring", 8, (7 * 500, 18_350, 0)),
+    ("scatter", "ring", 8, (7 * 500, 18_350, 0)),
+    ("send", "auto", 1, (500, 20_972, 0)),  # a send is between 2 ranks, whatever it says: n / 50
+    ("recv", "direct", 2, (500, 20_972, 0)),
+    ("barrier", "auto", 8, (3 * 500, 0, 0)),  # log2 8 steps, nothing sent
+])  # fmt: skip
+def test_every_algorithm_term_by_term_with_a_reduction_bandwidth(kind, algo, ranks, terms):
+    """The module docstring's table, row by row, with ``reduce_bw`` given: only all_reduce,
+    reduce_scatter (and reduce) pay a reduction; the whole record is exact (auto is direct for
+    a send and a barrier; a send's group is 2 ranks)."""
+    t = collective_time(kind, N, ranks, LINK, algorithm=algo, reduce_bw_bytes_per_s=100e9)
+    assert t.to_dict() == {
+        "kind": kind, "algorithm": "direct" if algo == "auto" else algo,
+        "size_bytes": N, "ranks": max(ranks, 2) if kind in ("send", "recv") else ranks,
+        "time_ns": sum(terms),
+        "terms": dict(zip(("latency_ns", "bandwidth_ns", "reduction_ns"), terms, strict=True)),
+    }  # fmt: skip
+
+
+def test_nothing_to_send_pays_only_latency_and_a_slow_link_scales_only_bandwidth():
+    """Size 0 is valid: the steps' latency alone (auto picks tree below 256 KiB on 8 ranks:
+    6 x 500). A link 2x slower doubles the bandwidth terms and keeps everything else, record
+    included: 7000 + 2 x 36,700 for the ring all_reduce of 1 MiB; a hierarchical one doubles both
+    its intra and inter bandwidth terms (16 MiB over 2 DGX A100: 122,334 and 91,180)."""
+    zero = collective_time("all_reduce", 0, 8, LINK)
+    assert zero.to_dict() == {"kind": "all_reduce", "algorithm": "tree", "size_bytes": 0,
+                              "ranks": 8, "time_ns": 3000, "terms": {
+                                  "latency_ns": 3000, "bandwidth_ns": 0, "reduction_ns": 0}}  # fmt: skip
+    slow = collective_time("all_reduce", N, 8, LINK, algorithm="ring").with_bandwidth_scaled(2.0)
+    assert slow.to_dict() == {"kind": "all_reduce", "algorithm": "ring", "size_bytes": N,
+                              "ranks": 8, "time_ns": 80_400, "terms": {
+                                  "latency_ns": 7000, "bandwidth_ns": 73_400, "reduction_ns": 0}}  # fmt: skip
+    hier = collective_time("all_gather", 16 * N, 16, preset("dgx-a100"), algorithm="hierarchical")
+    assert dict(hier.with_bandwidth_scaled(2.0).terms) == {
+        "intra_latency_ns": 7000, "intra_bandwidth_ns": 122_334, "inter_latency_ns": 5000,
+        "inter_bandwidth_ns": 91_180, "reduction_ns": 0}  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "ranks", "protocol", "terms"), [
+    # ll halves both links: 2 x 7/8 x 16 MiB / 120 and 2 x 1/2 x 16 MiB / 92 bytes/ns
+    ("all_reduce", 16, "ll", (14_000, 244_668, 10_000, 182_361)),
+    # 3 nodes of 8: (N-1)/N = 2/3 of 16 MiB over the NICs (184 bytes/ns), 2 inter steps
+    ("all_gather", 24, "simple", (7000, 61_167, 10_000, 60_787)),
+])  # fmt: skip
+def test_hierarchical_protocol_and_three_nodes(kind, ranks, protocol, terms):
+    """Hierarchical on DGX A100 nodes (NVLink 240 bytes/ns, 1000 ns; NICs 184 bytes/ns per node,
+    5000 ns), 16 MiB, with the protocol's efficiency applied to both links; a non-reducing
+    collective has no reduction even with ``reduce_bw`` as slow as 1 byte/ns."""
+    t = collective_time(kind, 16 * N, ranks, preset("dgx-a100"), algorithm="hierarchical",
+                        protocol=protocol, reduce_bw_bytes_per_s=1e9)  # fmt: skip
+    names = ("intra_latency_ns", "intra_bandwidth_ns", "inter_latency_ns", "inter_bandwidth_ns")
+    reduction = {"all_reduce": round(15 / 16 * 16 * N), "all_gather": 0}[kind]
+    assert dict(t.terms) == {**dict(zip(names, terms, strict=True)), "reduction_ns": reduction}
+
+
+def test_an_all_to_all_of_46_gb_over_two_dgx_a100_takes_one_second():
+    """4 x 46e9 bytes leave each node over its 184e9 bytes/s of NICs (g (p-g)/p n = 8 x 8 / 16
+    n): exactly 1 s, 1,000,000,000 ns; the NVLink part (7/16 n / 240e9) is shorter; one latency,
+    the inter-node 5000 ns."""
+    t = collective_time("all_to_all", 46 * 10**9, 16, preset("dgx-a100"))
+    assert dict(t.terms) == {"latency_ns": 5000, "bandwidth_ns": 10**9, "reduction_ns": 0}
+
+
+def test_names_and_unsupported_combinations_are_refused_with_exactly_this_text():
+    """Every refusal of the cost model is one ConfigError with exactly this text."""
+    known = ("all_reduce, reduce, all_gather, gather, scatter, broadcast, all_to_all, "
+             "reduce_scatter, reduce_scatter_block, barrier, send, recv")  # fmt: skip
+    cases = [
+        (lambda: comm_kind(42), "unknown collective type 42"),
+        (lambda: comm_kind("allscatter"), f"unknown collective 'allscatter'; known: {known}"),
+        (lambda: collective_time("all_reduce", N, 8, LINK, algorithm="star"),
+         "unknown algorithm 'star'; known: auto, ring, tree, direct, halving_doubling, "
+         "hierarchical"),
+        (lambda: collective_time("all_reduce", N, 8, LINK, protocol="fast"),
+         "unknown protocol 'fast'; known: simple, ll128, ll"),
+        (lambda: collective_time("all_reduce", N, 8, LINK, algorithm="hierarchical"),
+         "the hierarchical algorithm needs a --topology (nodes and links)"),
+        (lambda: collective_time("broadcast", N, 16, preset("dgx-a100"), algorithm="hierarchical"),
+         "algorithm 'hierarchical' does not apply to broadcast"),
+        (lambda: collective_time("all_reduce", N, 16, preset("pcie-8gpu"),
+                                 algorithm="hierarchical"),
+         "16 ranks do not fit on topology pcie-8gpu (no inter-node network)"),
+    ]  # fmt: skip
+    for call, message in cases:
+        with pytest.raises(ConfigError) as err:
+            call()
+        assert str(err.value) == message
