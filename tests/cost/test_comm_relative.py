@@ -150,3 +150,83 @@ def test_bad_scenarios_are_refused_naming_the_value(kw, message):
     with pytest.raises(ConfigError) as err:
         RelativeCommCost(LINK, **kw)
     assert str(err.value) == message
+
+
+# all_to_all direct over 4 ranks: 1 step = 500; 3/4 n / 50 B/ns = 15728.64 -> 15729; x3: 47187
+ALL_TO_ALL_4_SLOW3 = (500 + 47_187) / (500 + 15_729)
+
+
+def rank_one_of_four():
+    """Rank 1 of 4 in group (0, 1, 2, 3); tasks in this order: a kernel that names a collective
+    (not a communication task), an all-reduce of size 0, a collective of unknown kind, a send to
+    rank 0, an all-to-all, a broadcast that records its root (rank 0) as its peer, and an
+    all-reduce, each of 1 MiB unless said."""
+    b = GraphBuilder(rank=1, world_size=4)
+    st = b.stream(7)
+    pg = b.process_group("0", (0, 1, 2, 3))
+    b.task(st, "gemm", 100, TaskKind.KERNEL, comm=b.comm(CommType.ALL_REDUCE, MIB, pg))
+    b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(CommType.ALL_REDUCE, 0, pg))
+    b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(CommType.UNKNOWN, MIB, pg))
+    b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(CommType.SEND, MIB, pg, peer_rank=0))
+    b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(CommType.ALL_TO_ALL, MIB, pg))
+    b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(CommType.BROADCAST, MIB, pg, peer_rank=0))
+    b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(CommType.ALL_REDUCE, MIB, pg))
+    return b.build().validate()
+
+
+def test_every_task_is_judged_on_its_own():
+    """A slow rank 2 (x3), with and without a data-parallel resize (4 -> 8), over
+    :func:`rank_one_of_four`: the kernel is not communication (x1, not covered); the size-0
+    all-reduce and the unknown collective are kept and counted (2); the send from 1 to 0 does
+    not involve rank 2 (x1, not covered); the all-to-all (not data-parallel, so still over its
+    4 ranks even with dp) is slowed by ALL_TO_ALL_4_SLOW3; the broadcast (its group includes
+    rank 2; 3 steps x 500 and n / 50 = 20972 -> 62916 at x3) by 64416 / 22472; the all-reduce
+    by ALL_REDUCE_4_SLOW3, or with dp 8 (14 x 500 = 7000, 2 x 7/8 n / 50 = 36700 -> 110100 at
+    x3) by 117100 / 34457. Nothing stops at a task it skips or keeps."""
+    g = rank_one_of_four()
+    bcast = (1500 + 62_916) / (1500 + 20_972)
+    factor, covered, kept = RelativeCommCost(LINK, link={2: 3.0}).factors(g)
+    assert factor.tolist() == [1.0, 1.0, 1.0, 1.0, ALL_TO_ALL_4_SLOW3, bcast, ALL_REDUCE_4_SLOW3]
+    assert covered.tolist() == [False, False, False, False, True, True, True]
+    assert kept == {"kind or size unknown": 2}
+    factor, covered, kept = RelativeCommCost(LINK, link={2: 3.0}, dp=(4, 8)).factors(g)
+    assert factor.tolist() == [1.0, 1.0, 1.0, 1.0, ALL_TO_ALL_4_SLOW3,
+                               (7 * 500 + 62_916) / (1500 + 20_972), 117_100 / 34_457]  # fmt: skip
+    assert kept == {"kind or size unknown": 2}
+
+
+def test_shrinking_or_untimeable_collectives():
+    """dp 4 -> 1: the all-reduce and the broadcast (data-parallel kinds of the 4-rank group) take
+    0 ns on one rank: factor 0.0, covered (a ratio below 1 is a ratio). With the tree algorithm
+    and a slow rank 2, the all-to-all, which has no tree, is kept twice over (two of them) as
+    "the model cannot time it", and the all-reduce after them is still re-timed: tree over 4
+    ranks is 2 log2 4 = 4 steps (2000) and 2n / 50 = 41943 -> 125829 at x3."""
+    g = rank_one_of_four()
+    factor, covered, kept = RelativeCommCost(LINK, dp=(4, 1)).factors(g)
+    assert factor.tolist() == [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+    assert covered.tolist() == [False, False, False, False, False, True, True]
+    assert kept == {"kind or size unknown": 1}
+    b = GraphBuilder(rank=1, world_size=4)
+    st = b.stream(7)
+    pg = b.process_group("0", (0, 1, 2, 3))
+    for size in (MIB, 2 * MIB):
+        b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(CommType.ALL_TO_ALL, size, pg))
+    b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(CommType.ALL_REDUCE, MIB, pg))
+    factor, covered, kept = RelativeCommCost(LINK, algorithm="tree", link={2: 3.0}).factors(
+        b.build().validate())  # fmt: skip
+    assert factor.tolist() == [1.0, 1.0, (2000 + 125_829) / (2000 + 41_943)]
+    assert covered.tolist() == [False, False, True]
+    assert kept == {"the model cannot time it": 2}
+
+
+@pytest.mark.parametrize(("summary", "text"), [
+    (RetimeSummary({"all_gather": 2, "all_reduce": 15}, 0.5, 3.4121,
+                   {"kind or size unknown": 6, "the model cannot time it": 1}),
+     "17 collectives (all_gather 2, all_reduce 15) x0.500-x3.412; kept as traced: 6 (kind or "
+     "size unknown), 1 (the model cannot time it)"),
+    (RetimeSummary({}, 1.0, 1.0, {"kind or size unknown": 2}),
+     "no collective re-timed; kept as traced: 2 (kind or size unknown)"),
+])  # fmt: skip
+def test_a_summary_describes_every_kind_and_every_reason(summary, text):
+    """Kinds and reasons each listed, comma-separated, in the order the summary holds them."""
+    assert summary.describe() == text
