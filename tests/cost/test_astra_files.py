@@ -71,6 +71,8 @@ def _system(path, **changes):
      "active-chunks-per-dimension must be 1"),
     (lambda d: _system(d / "system.json", roofline_enabled=1), "system.json",
      "roofline-enabled must be 0 (lumos replays durations)"),
+    (lambda d: _system(d / "system.json", endpoint_delay="fast"), "system.json",
+     "cannot read the network settings: invalid literal for int() with base 10: 'fast'"),
 ] + [
     (lambda d, k=key: _system(d / "system.json", **{f"{k}_implementation": ["direct"]}),
      "system.json", f"{key.replace('_', '-')}-implementation must be ['ring']")
