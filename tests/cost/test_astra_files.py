@@ -191,7 +191,8 @@ def test_fit_refuses_samples_with_nothing_to_fit():
     with pytest.raises(ConfigError) as err:
         fit_astra_network(samples, 2)
     assert str(err.value) == (
-        "no collective with a size and more than one rank to fit the network to")
+        "no collective with a size and more than one rank to fit the network to"
+    )
 
 
 def test_fit_times_its_samples_with_the_chunks_and_local_memory_it_is_given():
