@@ -177,11 +177,16 @@ def score(dest: Path, names: list[str] | None = None) -> dict[str, int]:
 
 
 def listed_equivalent(path: Path = ROOT / "tests" / "MUTANTS.md") -> set[str]:
-    """The mutants named in the "Equivalent mutants" section of ``tests/MUTANTS.md`` (full names:
-    a name there stands for that function's mutant of that number as the file's commit made it)."""
+    """The mutants named in the first column of the "Equivalent mutants" table of
+    ``tests/MUTANTS.md`` (full names: a name there stands for that function's mutant of that
+    number as the file's commit made it). Names in the reasons column are references, not
+    listings."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     section = text.split("## Equivalent mutants", 1)[-1].split("\n## ", 1)[0] if text else ""
-    return set(re.findall(r"lumos\.[\w.]+?__mutmut_\d+", section))
+    first_cells = [
+        line.split(" | ", 1)[0] for line in section.splitlines() if line.startswith("| `")
+    ]
+    return set(re.findall(r"lumos\.[\w.]+?__mutmut_\d+", "\n".join(first_cells)))
 
 
 def wilson(killed: int, n: int, z: float = 1.96) -> tuple[float, float]:
