@@ -232,3 +232,78 @@ def test_a_kernel_recorded_before_its_own_launch_releases_no_thread_that_reached
                     if int(d) == b)  # fmt: skip
     assert into_b == [("INTRA_THREAD", "cudaDeviceSynchronize", 40_000)]
     assert g.diagnostics.count(CUT) == 0
+
+
+def _sync_behind_a_later_collective(b: GraphBuilder, tid: int, stream: int, sync_end_ns: int):
+    """Thread ``tid`` (times in ns): launch ``A`` 0-5,000 (kernel ``k1`` 20,000-35,000 on
+    ``stream``), stream sync ``S`` on ``stream`` reached at 10,000 and returned at
+    ``sync_end_ns`` (own cost 2,000), launch ``C`` at ``sync_end_ns + 5,000`` (kernel ``k2``
+    3,000-13,000 on ``stream + 10``), and a COLLECTIVE edge ``k2 -> k1``. ``S`` waits for
+    ``k1``, ``k1`` for ``k2``, which ``C`` launches only after ``S`` returns: a cycle holding no
+    inferred dependency (program order, a launch, the collective edge and the wait), so the
+    wait is what is cut."""
+    th, st, other = b.thread(tid), b.stream(stream), b.stream(stream + 10)
+    a = b.task(th, "cudaLaunchKernel", 5_000, TaskKind.RUNTIME, ts_ns=0)
+    s = b.task(th, "cudaStreamSynchronize", 2_000, TaskKind.RUNTIME, ts_ns=10_000, gap_ns=5_000)
+    c = b.task(th, "cudaLaunchKernel", 5_000, TaskKind.RUNTIME, ts_ns=sync_end_ns + 5_000,
+               gap_ns=5_000)  # fmt: skip
+    k1 = b.task(st, "k1", 15_000, ts_ns=20_000)
+    k2 = b.task(other, "k2", 10_000, ts_ns=3_000)
+    b.edge(a, k1, DepKind.LAUNCH, 3_000)
+    b.edge(c, k2, DepKind.LAUNCH, 3_000)
+    b.edge(k2, k1, DepKind.COLLECTIVE)
+    b.wait(s, WaitKind.STREAM, stream=st)
+    rec = {a: (0, 5_000), s: (10_000, sync_end_ns), c: (sync_end_ns + 5_000, sync_end_ns + 10_000),
+           k1: (20_000, 35_000), k2: (3_000, 13_000)}  # fmt: skip
+    return rec, (a, s, c, k2, k1)
+
+
+def test_synchronizes_that_close_cycles_are_cut_and_keep_their_recorded_length():
+    """Three threads. Thread 3 launches ``k`` (0-5 us, kernel 8-28 us on stream 9) and
+    synchronizes (reached at 6 us, own cost 2 us): a wait that replays (row 0 of the waits;
+    replayed, the sync starts when ``k`` ends and returns 2 us later). Threads 1 and
+    2 each hold the cycle of :func:`_sync_behind_a_later_collective` (their waits are rows 1 and 2),
+    their syncs returned at 40 and 60 us. Both waits are cut in one round and nothing else:
+    each sync now starts when it was reached (10 us) and lasts its recorded 30 and 50 us, so
+    28 + 48 = 76 us froze, 7.60 % of a 1 ms step. Replayed, ``C`` starts 5 us after its sync,
+    ``k2`` 3 us after ``C`` ends, and ``k1`` when ``k2`` ends (its launch ended long before)."""
+    b = GraphBuilder()
+    th3, st9 = b.thread(3), b.stream(9)
+    launch = b.task(th3, "cudaLaunchKernel", 5_000, TaskKind.RUNTIME, ts_ns=0)
+    sync3 = b.task(th3, "cudaStreamSynchronize", 2_000, TaskKind.RUNTIME, ts_ns=6_000,
+                   gap_ns=1_000)  # fmt: skip
+    k = b.task(st9, "k", 20_000, ts_ns=8_000)
+    b.edge(launch, k, DepKind.LAUNCH, 3_000)
+    b.wait(sync3, WaitKind.STREAM, stream=st9)
+    rec = {launch: (0, 5_000), sync3: (6_000, 30_000), k: (8_000, 28_000)}
+    rec1, (_, s1, c1, k2_1, k1_1) = _sync_behind_a_later_collective(b, 1, 7, 40_000)
+    rec2, (_, s2, c2, k2_2, k1_2) = _sync_behind_a_later_collective(b, 2, 8, 60_000)
+    rec |= rec1 | rec2
+    g = b.build()
+    arrive = np.array([rec[i][0] for i in range(g.num_tasks)], dtype=np.int64)
+    end = np.array([rec[i][1] for i in range(g.num_tasks)], dtype=np.int64)
+    with pytest.raises(SimulationError, match="runtime wait never satisfied"):
+        simulate(g)
+    d = Diagnostics()
+    fixed = settle(g, arrive, end, step_ns=1_000_000, diag=d)
+    assert fixed.waits.task_idx.tolist() == [sync3]
+    assert fixed.num_edges == g.num_edges
+    assert d.count(CUT) == 2
+    assert d.example(CUT) == (
+        "2 dependencies the recording contradicts kept at their recorded length: "
+        "0.076 ms, 7.60% of step time"
+    )
+    t = fixed.tasks
+    assert [(int(t.ts_ns[s]), int(t.dur_ns[s])) for s in (s1, s2, sync3)] == [
+        (10_000, 30_000), (10_000, 50_000), (6_000, 2_000)
+    ]  # fmt: skip
+    r = simulate(fixed)
+    got = {i: (int(r.start_ns[i]), int(r.end_ns[i])) for i in (sync3, s1, c1, k2_1, k1_1, s2,
+                                                                 c2, k2_2, k1_2)}  # fmt: skip
+    assert got == {
+        sync3: (28_000, 30_000),
+        s1: (10_000, 40_000), c1: (45_000, 50_000), k2_1: (53_000, 63_000),
+        k1_1: (63_000, 78_000),
+        s2: (10_000, 60_000), c2: (65_000, 70_000), k2_2: (73_000, 83_000),
+        k1_2: (83_000, 98_000),
+    }  # fmt: skip
