@@ -307,3 +307,73 @@ def test_synchronizes_that_close_cycles_are_cut_and_keep_their_recorded_length()
         s2: (10_000, 60_000), c2: (65_000, 70_000), k2_2: (73_000, 83_000),
         k1_2: (83_000, 98_000),
     }  # fmt: skip
+
+
+def test_cycles_found_through_the_processor_order_alone_cut_the_edge_or_the_wait_in_them():
+    """A graph without intra-processor edges (the replay keeps each processor's order by
+    itself), so each cycle runs through a processor predecessor. Times in us.
+
+    Thread 1 (processor 0) holds ``P1`` (0-8), ``S1`` (stream sync on stream 7; reached at 10,
+    returned at 40, own cost 2; waits row 0), ``C1`` (45-50, launches ``k2`` on stream 17); thread 5
+    launches ``k1`` on stream 7 (``A1`` 0-5); a COLLECTIVE edge ``k2 -> k1``. ``S1`` waits for
+    ``k1``, ``k1`` for ``k2``, ``k2`` for ``C1``, which follows ``S1``: only the wait can go.
+
+    Thread 2: ``A2`` 0-5 launches ``k3`` (stream 8, 20 us), ``S2`` syncs stream 8 (reached at
+    10, returned at 30, own 2; waits row 1), ``C2`` (45-50) launches ``x`` (stream 18, 10 us);
+    an INTER_STREAM edge ``x -> k3`` (edge row 0) closes the cycle ``S2 -> C2 -> x -> k3 ->
+    S2``: the inferred edge is cut, the wait kept (any edge goes before a wait).
+
+    Cut: wait 0 and edge 0. ``S1`` keeps its recorded 30 us (28 us froze; the cut edge had no
+    intra-thread edge to freeze): 2.80 % of a 1 ms step. Replayed: ``S1`` 8-38 (right after
+    ``P1``), ``C1`` 38-43, ``k2`` 46-56 (3 us launch delay), ``k1`` 56-71; ``A2`` 0-5, ``k3``
+    8-28, ``S2`` returns 2 us after ``k3`` ends (28-30), ``C2`` 30-35, ``x`` 38-48."""
+    us = 1_000
+    b = GraphBuilder()
+    th1, th2, th5 = b.thread(1), b.thread(2), b.thread(5)
+    st7, st8, st17, st18 = b.stream(7), b.stream(8), b.stream(17), b.stream(18)
+    rec: dict[int, tuple[int, int]] = {}
+
+    def task(p, name, dur, at, end, kind=TaskKind.RUNTIME):
+        i = b.task(p, name, dur * us, kind, ts_ns=at * us)
+        rec[i] = (at * us, end * us)
+        return i
+
+    p1 = task(th1, "aten::mul", 8, 0, 8, TaskKind.CPU_OP)
+    s1 = task(th1, "cudaStreamSynchronize", 2, 10, 40)
+    c1 = task(th1, "cudaLaunchKernel", 5, 45, 50)
+    a2 = task(th2, "cudaLaunchKernel", 5, 0, 5)
+    s2 = task(th2, "cudaStreamSynchronize", 2, 10, 30)
+    c2 = task(th2, "cudaLaunchKernel", 5, 45, 50)
+    a1 = task(th5, "cudaLaunchKernel", 5, 0, 5)
+    k1 = task(st7, "k1", 15, 20, 35, TaskKind.KERNEL)
+    k3 = task(st8, "k3", 20, 8, 28, TaskKind.KERNEL)
+    k2 = task(st17, "k2", 10, 3, 13, TaskKind.KERNEL)
+    x = task(st18, "x", 10, 50, 60, TaskKind.KERNEL)
+    b.edge(x, k3, DepKind.INTER_STREAM)  # row 0 once the intra-thread edges are dropped
+    b.edge(a1, k1, DepKind.LAUNCH, 3 * us)
+    b.edge(c1, k2, DepKind.LAUNCH, 3 * us)
+    b.edge(k2, k1, DepKind.COLLECTIVE)
+    b.edge(a2, k3, DepKind.LAUNCH, 3 * us)
+    b.edge(c2, x, DepKind.LAUNCH, 3 * us)
+    b.wait(s1, WaitKind.STREAM, stream=st7)
+    b.wait(s2, WaitKind.STREAM, stream=st8)
+    g = b.build()
+    g = g.replace(edges=g.edges.take(g.edges.kind != int(DepKind.INTRA_THREAD)))
+    assert g.edges.kind[0] == int(DepKind.INTER_STREAM)
+    arrive = np.array([rec[i][0] for i in range(g.num_tasks)], dtype=np.int64)
+    end = np.array([rec[i][1] for i in range(g.num_tasks)], dtype=np.int64)
+    d = Diagnostics()
+    fixed = settle(g, arrive, end, step_ns=1_000_000, diag=d)
+    assert fixed.waits.task_idx.tolist() == [s2]
+    launch, coll = int(DepKind.LAUNCH), int(DepKind.COLLECTIVE)
+    assert fixed.edges.kind.tolist() == [launch, launch, coll, launch, launch]
+    assert d.example(CUT) == (
+        "2 dependencies the recording contradicts kept at their recorded length: "
+        "0.028 ms, 2.80% of step time"
+    )
+    r = simulate(fixed)
+    got = {i: (int(r.start_ns[i]) // us, int(r.end_ns[i]) // us) for i in range(g.num_tasks)}
+    assert got == {
+        p1: (0, 8), s1: (8, 38), c1: (38, 43), k2: (46, 56), k1: (56, 71), a1: (0, 5),
+        a2: (0, 5), k3: (8, 28), s2: (28, 30), c2: (30, 35), x: (38, 48),
+    }  # fmt: skip
