@@ -120,7 +120,9 @@ def test_thread_gaps_are_between_consecutive_real_tasks_of_each_thread_only() ->
     assert {p: v.tolist() for p, v in got.items()} == {0: [5, 10], 2: [10, 5]}
 
 
-def _same_pair_each_iteration(tmp_path: Path, released: tuple[bool, ...]) -> tuple[Any, list[int], list[int]]:
+def _same_pair_each_iteration(
+    tmp_path: Path, released: tuple[bool, ...]
+) -> tuple[Any, list[int], list[int]]:
     """One thread, per iteration ``i`` from ``t0 = 27 i`` us: launch ``L`` t0-t0+2 (kernel
     ``k`` t0+3 to t0+18 on stream 7 when ``released[i]``, else t0+3 to t0+4), ``aten::add``
     t0+3-t0+4, ``aten::item`` at t0+19, three ``aten::mul`` at t0+21, 23, 25, each 1 us. Every
