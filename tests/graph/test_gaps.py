@@ -92,15 +92,16 @@ def test_a_processors_candidate_ends_are_a_running_maximum() -> None:
 
 
 def test_thread_gaps_are_between_consecutive_real_tasks_of_each_thread_only() -> None:
-    """Four processors, each led by its ``<start>`` anchor (no real task). Thread 0: ``a``
+    """Five processors, each led by its ``<start>`` anchor (no real task). Thread 0: ``a``
     0-10, ``b`` 15-20, ``c`` 30-31: gaps 15 - 10 = 5 and 30 - 20 = 10 ns. Processor 1 is a
     stream (no gaps). Thread 2: ``x`` 100-110, a step marker at 120 (zero length, real), ``y``
     125-130: gaps 10 and 5 ns, measured within thread 2 alone (not from the tasks laid out
-    before it). Thread 3 has a single task: no gap, no entry."""
-    arrive = np.array([0, 0, 15, 30, 0, 12, 0, 100, 120, 125, 0, 0], dtype=np.int64)
-    end = np.array([0, 10, 20, 31, 0, 40, 0, 110, 120, 130, 0, 5], dtype=np.int64)
-    ev = np.array([START, 0, 1, 2, START, 3, START, 4, MARK, 5, START, 6], dtype=np.int64)
-    proc = np.array([0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 3], dtype=np.int32)
+    before it). Thread 3 has a single task: no gap, no entry. Thread 4 has two, ``u`` 200-210
+    and ``v`` 212-215: one gap of 2 ns."""
+    arrive = np.array([0, 0, 15, 30, 0, 12, 0, 100, 120, 125, 0, 0, 0, 200, 212], dtype=np.int64)
+    end = np.array([0, 10, 20, 31, 0, 40, 0, 110, 120, 130, 0, 5, 0, 210, 215], dtype=np.int64)
+    ev = np.array([START, 0, 1, 2, START, 3, START, 4, MARK, 5, START, 6, START, 7, 8], np.int64)
+    proc = np.array([0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 4, 4, 4], dtype=np.int32)
     n = arrive.size
     layout = TaskLayout(
         event_idx=ev,
@@ -110,14 +111,14 @@ def test_thread_gaps_are_between_consecutive_real_tasks_of_each_thread_only() ->
         dur_ns=end - arrive,
         is_wait=np.zeros(n, dtype=bool),
         mark=np.where(ev == MARK, 0, -1).astype(np.int32),
-        proc_ptr=np.array([0, 4, 6, 10, 12], dtype=np.int64),
-        processors=np.arange(4, dtype=np.int32),
+        proc_ptr=np.array([0, 4, 6, 10, 12, 15], dtype=np.int64),
+        processors=np.arange(5, dtype=np.int32),
         origin_ns=0,
     )
     on_stream = proc == 1
     real = (ev >= 0) | (ev == MARK)
     got = thread_gaps(layout, arrive, end, on_stream, real)
-    assert {p: v.tolist() for p, v in got.items()} == {0: [5, 10], 2: [10, 5]}
+    assert {p: v.tolist() for p, v in got.items()} == {0: [5, 10], 2: [10, 5], 4: [2]}
 
 
 def _same_pair_each_iteration(
