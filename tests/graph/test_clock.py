@@ -17,12 +17,17 @@ from tests.realdata import needs_realdata, trace
 
 from lumos.diagnostics import Diagnostics
 from lumos.graph.build import build_graph
+from lumos.graph.build_blocking import blocking_copies
 from lumos.graph.build_clock import (
     NOMINAL_LATENCY_NS,
     NOMINAL_REACTION_NS,
     ClockBounds,
+    ClockFit,
+    clock_bounds,
     fit_clock,
 )
+from lumos.graph.build_links import find_launches
+from lumos.graph.build_tasks import lay_out_tasks
 from lumos.graph.model import DepKind
 from lumos.ingest.kineto import read_kineto
 
@@ -56,26 +61,33 @@ def test_a_blocked_synchronize_shows_a_lag_that_a_deep_queue_hides():
 
 
 def test_a_lagging_gpu_clock_moves_forward_by_the_bounds():
-    # kernels appear to start up to 2.4 ms before their calls; a sync bounds it at 2.5 ms
-    fit = fit_clock(_bounds([2_400_000, -5_000], [2_500_000]), Diagnostics())
-    assert fit.offset_ns == 2_400_000 + NOMINAL_LATENCY_NS
-    # with a tight interval, the middle of it
-    fit = fit_clock(_bounds([2_400_000], [2_402_000]), Diagnostics())
-    assert fit.offset_ns == 2_401_000
+    """No nearly tight fact (no blocked synchronize, no idle-launch floor): the offset is the
+    smallest move past the violated lower bound plus a nominal launch latency, 2.4 + 0.005 ms,
+    no drift, the interval [2.4, 2.5] ms recorded, nothing contradicted or warned."""
+    d = Diagnostics()
+    fit = fit_clock(_bounds([2_400_000, -5_000], [2_500_000]), d)
+    assert fit == ClockFit(2_400_000 + NOMINAL_LATENCY_NS, 0.0, 2_400_000, 2_500_000)
+    # with a tight interval, the middle of it (half its 2 us room is less than the latency)
+    fit = fit_clock(_bounds([2_400_000], [2_402_000]), d)
+    assert fit == ClockFit(2_401_000, 0.0, 2_400_000, 2_402_000)
+    assert not d
 
 
 def test_a_leading_gpu_clock_moves_back_by_the_bounds():
+    """The upper bound is violated: a nominal reaction below it."""
     fit = fit_clock(_bounds([-30_000_000], [-20_000_000]), Diagnostics())
-    assert fit.offset_ns == -20_000_000 - NOMINAL_REACTION_NS
+    assert fit == ClockFit(-20_000_000 - NOMINAL_REACTION_NS, 0.0, -30_000_000, -20_000_000)
 
 
 def test_idle_launches_place_the_offset_inside_the_interval():
     # launches onto idle streams start 20.003 ms after their calls: a 5 us launch once moved
-    fit = fit_clock(_bounds([-20_010_000], [-19_600_000], floor=20_003_000), Diagnostics())
-    assert fit.offset_ns == NOMINAL_LATENCY_NS - 20_003_000
+    d = Diagnostics()
+    fit = fit_clock(_bounds([-20_010_000], [-19_600_000], floor=20_003_000), d)
+    assert fit == ClockFit(NOMINAL_LATENCY_NS - 20_003_000, 0.0, -20_010_000, -19_600_000)
     # ... but never outside the interval the hard bounds leave
-    fit = fit_clock(_bounds([-20_010_000], [-19_600_000], floor=10_000_000), Diagnostics())
-    assert fit.offset_ns == -19_600_000
+    fit = fit_clock(_bounds([-20_010_000], [-19_600_000], floor=10_000_000), d)
+    assert fit == ClockFit(-19_600_000, 0.0, -20_010_000, -19_600_000)
+    assert not d  # a synchronize bounds the clock: nothing to say
 
 
 def test_a_drifting_clock_is_fitted_with_a_slope():
@@ -137,6 +149,44 @@ def test_a_synchronize_that_is_the_traces_first_event_bounds_the_clock_like_any_
                    "gpu_clock_upper_bound_ns": -16_000}  # fmt: skip
     k = [g.names[int(i)] for i in g.tasks.name_idx].index("k")
     assert (int(g.tasks.ts_ns[k]), int(g.tasks.dur_ns[k])) == (7_000, 100_000)
+
+
+def test_the_bounds_of_launches_syncs_and_blocking_copies_are_times_from_the_origin(tmp_path):
+    """One thread, times in us from 1,000 (the origin: the trace's first event): launch 0-5
+    (kernel ``k`` 10-60 on stream 7); a blocking ``cudaMemcpy`` 70-100 whose copy runs 75-95
+    on stream 7; ``cudaDeviceSynchronize`` 110-180.
+
+    Lower bounds (call start - task start, at the call's start): ``k`` -10 at 0, the copy -5
+    at 70. Upper bounds (return - end of the last work launched before, at the return): the
+    device sync waited for the copy, 180 - 95 = 85 at 180 (it blocked 70 > 50 us on work it
+    certainly waited for: nearly tight); the blocking copy's call returned 100 - 95 = 5 after
+    its copy, at 100 (nearly tight too). Two launches are too few for an idle-launch floor."""
+
+    def x(cat, name, ts, dur, tid=1, **args):
+        pid = 0 if cat in ("kernel", "gpu_memcpy") else 1
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts,
+                "dur": dur, "args": args}  # fmt: skip
+
+    gpu = {"tid": 7, "device": 0, "stream": 7}
+    events = [
+        x("cuda_runtime", "cudaLaunchKernel", 1000, 5, correlation=1),
+        x("kernel", "k", 1010, 50, correlation=1, **gpu),
+        x("cuda_runtime", "cudaMemcpy", 1070, 30, correlation=2),
+        x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 1075, 20, correlation=2, **gpu),
+        x("cuda_runtime", "cudaDeviceSynchronize", 1110, 70, correlation=3),
+    ]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    t = read_kineto(p)
+    layout = lay_out_tasks(t, blocking_copies(t))
+    assert layout.origin_ns == 1_000_000
+    b = clock_bounds(t, layout, find_launches(t, layout))
+    assert b.t_lower.tolist() == [0.0, 70_000.0]
+    assert b.lower.tolist() == [-10_000, -5_000]
+    assert b.t_upper.tolist() == [180_000.0, 100_000.0]
+    assert b.upper.tolist() == [85_000, 5_000]
+    assert b.blocked_upper is not None and b.blocked_upper.tolist() == [85_000, 5_000]
+    assert b.idle_launch_floor_ns is None
 
 
 _DEVICE_SYNC = re.compile(r"^(cuda|hip)DeviceSynchronize$")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from lumos.graph.build import build_graph
-from lumos.graph.build_gaps import Candidates
-from lumos.graph.build_tasks import START, TaskLayout
+from lumos.graph.build_gaps import Candidates, thread_gaps
+from lumos.graph.build_tasks import MARK, START, TaskLayout
 from lumos.graph.model import DepKind
 from lumos.ingest.kineto import read_kineto
 
@@ -89,3 +89,85 @@ def test_a_processors_candidate_ends_are_a_running_maximum() -> None:
     assert c.ends.tolist() == [10, 100, 100, 100]
     assert c.starts.tolist() == [0, 20, 25, 35]
     assert c.busy_before.tolist() == [0, 10, 90, 95, 100]
+
+
+def test_thread_gaps_are_between_consecutive_real_tasks_of_each_thread_only() -> None:
+    """Five processors, each led by its ``<start>`` anchor (no real task). Thread 0: ``a``
+    0-10, ``b`` 15-20, ``c`` 30-31: gaps 15 - 10 = 5 and 30 - 20 = 10 ns. Processor 1 is a
+    stream (no gaps). Thread 2: ``x`` 100-110, a step marker at 120 (zero length, real), ``y``
+    125-130: gaps 10 and 5 ns, measured within thread 2 alone (not from the tasks laid out
+    before it). Thread 3 has a single task: no gap, no entry. Thread 4 has two, ``u`` 200-210
+    and ``v`` 212-215: one gap of 2 ns."""
+    arrive = np.array([0, 0, 15, 30, 0, 12, 0, 100, 120, 125, 0, 0, 0, 200, 212], dtype=np.int64)
+    end = np.array([0, 10, 20, 31, 0, 40, 0, 110, 120, 130, 0, 5, 0, 210, 215], dtype=np.int64)
+    ev = np.array([START, 0, 1, 2, START, 3, START, 4, MARK, 5, START, 6, START, 7, 8], np.int64)
+    proc = np.array([0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 4, 4, 4], dtype=np.int32)
+    n = arrive.size
+    layout = TaskLayout(
+        event_idx=ev,
+        kind=np.full(n, 2, dtype=np.int8),
+        processor_idx=proc,
+        ts_ns=arrive,
+        dur_ns=end - arrive,
+        is_wait=np.zeros(n, dtype=bool),
+        mark=np.where(ev == MARK, 0, -1).astype(np.int32),
+        proc_ptr=np.array([0, 4, 6, 10, 12, 15], dtype=np.int64),
+        processors=np.arange(5, dtype=np.int32),
+        origin_ns=0,
+    )
+    on_stream = proc == 1
+    real = (ev >= 0) | (ev == MARK)
+    got = thread_gaps(layout, arrive, end, on_stream, real)
+    assert {p: v.tolist() for p, v in got.items()} == {0: [5, 10], 2: [10, 5], 4: [2]}
+
+
+def _same_pair_each_iteration(
+    tmp_path: Path, released: tuple[bool, ...]
+) -> tuple[Any, list[int], list[int]]:
+    """One thread, per iteration ``i`` from ``t0 = 27 i`` us: launch ``L`` t0-t0+2 (kernel
+    ``k`` t0+3 to t0+18 on stream 7 when ``released[i]``, else t0+3 to t0+4), ``aten::add``
+    t0+3-t0+4, ``aten::item`` at t0+19, three ``aten::mul`` at t0+21, 23, 25, each 1 us. Every
+    gap is 1 us (the median: the usual overhead) but add -> item, 15 us: medium (over 4 and at
+    most 20 times the overhead). A 1 us kernel ends as ``aten::add`` does: not inside the gap."""
+    events = []
+    for i, rel in enumerate(released):
+        t0 = 27 * i
+        events += [
+            _ev("cuda_runtime", "cudaLaunchKernel", t0, 2, correlation=i + 1),
+            _ev("kernel", "k", t0 + 3, 15 if rel else 1, tid=7, device=0, stream=7,
+                correlation=i + 1),
+            _ev("cpu_op", "aten::add", t0 + 3, 1),
+            _ev("cpu_op", "aten::item", t0 + 19, 1),
+            *(_ev("cpu_op", "aten::mul", t0 + t, 1) for t in (21, 23, 25)),
+        ]  # fmt: skip
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    g = build_graph(read_kineto(p))
+    names = [g.names[int(i)] for i in g.tasks.name_idx]
+    items = [i for i, n in enumerate(names) if n == "aten::item"]
+    kernels = [i for i, n in enumerate(names) if n == "k"]
+    return g, items, kernels
+
+
+@pytest.mark.parametrize(
+    ("released", "kept", "dropped"),
+    [((True, True), [0, 1], 0), ((True, False, False), [], 1), ((True, True, False), [0, 1], 0)],
+    ids=["two-of-two", "one-of-three", "two-of-three"],
+)
+def test_a_wait_between_the_same_two_ops_is_kept_when_found_in_at_least_half_their_gaps(
+    tmp_path: Path, released: tuple[bool, ...], kept: list[int], dropped: int
+) -> None:
+    """The same pair of ops (``aten::add`` -> ``aten::item``) with a medium gap in every
+    iteration (see :func:`_same_pair_each_iteration`). Where a kernel ends 1 us before the thread resumes
+    (a 1 us reaction, within a tenth of the 15 us gap), it released the thread: a SYNC edge
+    ``k -> aten::item`` with the 1 us reaction as its delay. Found in 2 of 2 or 2 of 3 such
+    gaps (at least half) the waits are kept; in 1 of 3 the one release is a coincidence,
+    dropped and counted (``wait_coincidence_dropped``)."""
+    g, items, kernels = _same_pair_each_iteration(tmp_path, released)
+    assert g.calibration["gpu_clock_offset_ns"] == 0
+    e = g.edges
+    sync = e.kind == int(DepKind.SYNC)
+    got = sorted(zip(e.src[sync].tolist(), e.dst[sync].tolist(), e.delay_ns[sync].tolist(),
+                     strict=True))  # fmt: skip
+    assert got == [(kernels[i], items[i], 1_000) for i in kept]
+    assert g.diagnostics.count("wait_coincidence_dropped") == dropped
