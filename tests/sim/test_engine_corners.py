@@ -315,3 +315,30 @@ def test_the_second_rank_resolves_every_wait_kind_on_its_own_tasks_and_streams()
     ]  # fmt: skip
     assert (int(r.cause_kind[13]), int(r.cause_ref[13])) == (CAUSE_COLLECTIVE, 3)
     assert r.makespan_ns == 1002 and r.diagnostics.to_dict() == {}
+
+
+def test_without_launch_pacing_kernels_skip_their_launch_but_a_sync_waits_only_for_submitted_work() -> (
+    None
+):
+    """Thread: launch 1 [0, 5] of ``k1`` (100 ns), a stream sync (2 ns), launch 2 (5 ns) of
+    ``k2`` (500 ns), both kernels on stream 7. Paced (the default): k1 [5, 105], the sync
+    (ready at 5, k1 submitted) [105, 107], launch 2 [107, 112], k2 [112, 612]. With
+    ``launch_paces=False`` the kernels no longer wait for their launches: k1 [0, 100], k2 right
+    behind it [100, 600]; the sync still waits only for k1, submitted before it (k2 is
+    submitted only at 102): [100, 102], launch 2 [102, 107]."""
+    b = GraphBuilder()
+    th, st = b.thread(1), b.stream(7)
+    l1 = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
+    k1 = b.task(st, "k1", 100)
+    b.edge(l1, k1, DepKind.LAUNCH)
+    sync = b.task(th, "cudaStreamSynchronize", 2, TaskKind.RUNTIME)
+    b.wait(sync, WaitKind.STREAM, stream=st)
+    l2 = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME)
+    k2 = b.task(st, "k2", 500)
+    b.edge(l2, k2, DepKind.LAUNCH)
+    assert (l1, k1, sync, l2, k2) == (0, 1, 2, 3, 4)
+    g = b.build().validate()
+    assert times(simulate(g)) == [(0, 5), (5, 105), (105, 107), (107, 112), (112, 612)]
+    r = simulate(g, launch_paces=False)
+    assert times(r) == [(0, 5), (0, 100), (100, 102), (102, 107), (100, 600)]
+    assert (int(r.cause_kind[sync]), int(r.cause_ref[sync])) == (CAUSE_WAIT, k1)
