@@ -154,7 +154,8 @@ def test_spans_of_the_second_rank_read_its_own_tasks_down_to_task_0() -> None:
     Rank 1's spans: a step over ``a`` alone (lead 1, tail 2): [0 - 1, 5 + 2] = [-1, 7]; one
     over ``b`` alone (lead 0, tail 3): [5, 18]; one over both (lead 4, tail 0): [-4, 15]; one
     over no task: -1..-1. Rank 0's only span, over ``x`` (tail 1): [0, 8]. Task 0 of a rank is
-    a first and a last task like any other. The global tables are read-only: writing raises."""
+    a first and a last task like any other. The global tables keep their dtypes (the one edge's
+    source, rank 1's task 0, is global task 0 + 1) and are read-only: writing raises."""
     b0 = GraphBuilder(rank=0, world_size=2)
     th0 = b0.thread(1)
     x = b0.task(th0, "x", 7)
@@ -173,7 +174,10 @@ def test_spans_of_the_second_rank_read_its_own_tasks_down_to_task_0() -> None:
     assert lo.dtype == hi.dtype == np.int64
     lo0, hi0 = r.annotation_spans(0)
     assert (lo0.tolist(), hi0.tolist()) == ([0], [8])
-    for table in r.global_tables():
+    tables = r.global_tables()
+    assert [t.dtype for t in tables] == [np.int64, np.int8, np.int8]
+    assert tables[0].tolist() == [1]
+    for table in tables:
         assert not table.flags.writeable
         with pytest.raises(ValueError, match="read-only"):
             table[0] = 1
