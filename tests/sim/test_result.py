@@ -4,6 +4,7 @@ graphs whose replay times are worked out by hand."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind, Workload
@@ -146,3 +147,37 @@ def test_a_two_rank_result_prints_indexes_and_serialises_its_ranks() -> None:
         rank0 % ('"end_ns":[1000000],', '"start_ns":[0],'),
         rank1 % ('"end_ns":[345678,2345678],', '"start_ns":[0,345678],'),
     )
+
+
+def test_spans_of_the_second_rank_read_its_own_tasks_down_to_task_0() -> None:
+    """Rank 0: ``x`` (7 ns) on thread 1. Rank 1: ``a`` [0, 5] then ``b`` [5, 15] on thread 1.
+    Rank 1's spans: a step over ``a`` alone (lead 1, tail 2): [0 - 1, 5 + 2] = [-1, 7]; one
+    over ``b`` alone (lead 0, tail 3): [5, 18]; one over both (lead 4, tail 0): [-4, 15]; one
+    over no task: -1..-1. Rank 0's only span, over ``x`` (tail 1): [0, 8]. Task 0 of a rank is
+    a first and a last task like any other. The global tables keep their dtypes (the one edge's
+    source, rank 1's task 0, is global task 0 + 1) and are read-only: writing raises."""
+    b0 = GraphBuilder(rank=0, world_size=2)
+    th0 = b0.thread(1)
+    x = b0.task(th0, "x", 7)
+    b0.annotate("s", th0, x, x, tail_ns=1)
+    b1 = GraphBuilder(rank=1, world_size=2)
+    th = b1.thread(1)
+    a = b1.task(th, "a", 5)
+    bb = b1.task(th, "b", 10)
+    b1.annotate("only a", th, a, a, lead_ns=1, tail_ns=2)
+    b1.annotate("only b", th, bb, bb, tail_ns=3)
+    b1.annotate("both", th, a, bb, lead_ns=4)
+    b1.annotate("none", th, -1, -1)
+    r = simulate(Workload((b0.build().validate(), b1.build().validate())))
+    lo, hi = r.annotation_spans(1)
+    assert (lo.tolist(), hi.tolist()) == ([-1, 5, -4, -1], [7, 18, 15, -1])
+    assert lo.dtype == hi.dtype == np.int64
+    lo0, hi0 = r.annotation_spans(0)
+    assert (lo0.tolist(), hi0.tolist()) == ([0], [8])
+    tables = r.global_tables()
+    assert [t.dtype for t in tables] == [np.int64, np.int8, np.int8]
+    assert tables[0].tolist() == [1]
+    for table in tables:
+        assert not table.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            table[0] = 1
