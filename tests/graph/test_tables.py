@@ -194,3 +194,13 @@ def test_processors_label_themselves_unless_told_and_labels_follow_their_rows():
     assert Processors.concat([]) == Processors.empty()
     with pytest.raises(GraphError, match=r"^Processors: 1 labels for 2 processors$"):
         _procs([10, 7], ("x",))
+
+
+def test_processors_reordered_keep_each_ones_own_label():
+    """All three processors in the order 2, 0, 1 (and by a full mask): the labels travel with
+    their rows, even labels that are not the defaults."""
+    p = Processors(kind=[0, 1, 1], pid=[1, 1, 1], tid=[10, 7, 13], device=[-1, 0, 0],
+                   label=("main", "compute", "comm"))  # fmt: skip
+    r = p.take(np.array([2, 0, 1]))
+    assert r.label == ("comm", "main", "compute") and r.tid.tolist() == [13, 10, 7]
+    assert p.take(np.array([True, True, True])).label == ("main", "compute", "comm")
