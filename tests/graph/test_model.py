@@ -347,3 +347,19 @@ def test_dropping_a_kind_that_no_edge_or_wait_can_have_drops_nothing() -> None:
     assert g.drop_edges([DepKind.LAUNCH, 300]).edges.kind.tolist() == [DepKind.INTRA_THREAD]
     assert g.drop_waits([300]).waits == g.waits
     assert len(g.drop_waits([300, WaitKind.STREAM]).waits) == 0
+
+
+def test_edges_of_one_task_keep_their_table_order() -> None:
+    """34 edges alternating between tasks 1 and 0 as source (and 0 and 1 as destination): task
+    0's out-edges are the odd rows 1, 3, ..., 33 and task 1's the even rows 0, 2, ..., 32, each
+    in table order (a stable grouping; numpy's default sort reorders such ties); in-edges the
+    other way round."""
+    src = np.tile(np.array([1, 0]), 17)
+    edges = Edges.create(src=src, dst=1 - src, kind=DepKind.SYNC)
+    g = tiny().replace(edges=edges)
+    out_ptr, out_idx = g.csr_out()
+    assert out_ptr.tolist() == [0, 17, 34, 34]
+    assert out_idx.tolist() == list(range(1, 34, 2)) + list(range(0, 34, 2))
+    in_ptr, in_idx = g.csr_in()
+    assert in_ptr.tolist() == [0, 17, 34, 34]
+    assert in_idx.tolist() == list(range(0, 34, 2)) + list(range(1, 34, 2))
