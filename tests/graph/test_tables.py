@@ -204,3 +204,12 @@ def test_processors_reordered_keep_each_ones_own_label():
     r = p.take(np.array([2, 0, 1]))
     assert r.label == ("comm", "main", "compute") and r.tid.tolist() == [13, 10, 7]
     assert p.take(np.array([True, True, True])).label == ("main", "compute", "comm")
+
+
+def test_an_integer_given_for_a_whole_column_must_fit_its_dtype_like_any_column():
+    """``kind=300`` broadcast over one row does not fit int8: the same GraphError as a list
+    ``[300]`` (it used to escape as numpy's OverflowError); over no rows there is nothing to
+    lose."""
+    with pytest.raises(GraphError, match=r"^Edges\.kind: values do not fit in int8$"):
+        Edges.create(src=[0], dst=[1], kind=300)
+    assert len(Edges.create(src=0, dst=0, kind=300)) == 0

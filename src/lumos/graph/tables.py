@@ -94,7 +94,7 @@ class _Table:
             if name in columns:
                 value = columns.pop(name)
                 if isinstance(value, (int, np.integer)):
-                    value = np.full(n, value, dtype=dtype)
+                    value = np.full(n, value)  # cast (and checked to fit) like any column
                 full[name] = value
             elif name in cls._DEFAULTS:
                 full[name] = np.full(n, cls._DEFAULTS[name], dtype=dtype)
