@@ -228,6 +228,8 @@ def test_edge_lists_of_a_graph_without_edges_are_empty_and_each_is_cached() -> N
     assert in_ptr.tolist() == [0, 0, 0, 0]
     assert g.csr_in() is g.csr_in() and g.processor_order() is g.processor_order()
     assert not out_ptr.flags.writeable and not out_idx.flags.writeable
+    order_ptr, order_idx = g.processor_order()
+    assert not order_ptr.flags.writeable and not order_idx.flags.writeable
     h = tiny()
     assert h.csr_in()[0].tolist() == [0, 0, 1, 2] and h.csr_out()[0].tolist() == [0, 1, 2, 2]
 
