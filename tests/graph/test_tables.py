@@ -121,6 +121,7 @@ def test_order_within_counts_rows_of_each_processor_in_row_order():
     assert order_within(np.array([1, 0, 1, 1, 0])).tolist() == [0, 0, 1, 2, 1]
     assert order_within(np.array([7, 7, 7])).tolist() == [0, 1, 2]
     assert order_within(np.array([2, 0, 1])).tolist() == [0, 0, 0]
+    assert order_within(np.array([5])).tolist() == [0]
     out = order_within(np.array([], dtype=np.int64))
     assert out.tolist() == [] and out.dtype == np.int32
     assert order_within(np.array([3, 3, 0, 3], dtype=np.int32)).dtype == np.int32
@@ -153,6 +154,7 @@ def test_take_replace_and_concat_keep_the_columns_typed():
     assert both.src.tolist() == [0, 1, 2, 2, 0] and both.delay_ns.tolist() == [10, 20, 30, 30, 10]
     assert both.src.dtype == np.int32 and not both.src.flags.writeable
     assert len(Edges.concat([])) == 0 and Edges.concat([]) == Edges.empty()
+    assert Edges.concat([e]) == e
 
 
 def test_tables_are_equal_when_type_columns_and_other_fields_agree():
@@ -176,24 +178,31 @@ def test_tables_are_equal_when_type_columns_and_other_fields_agree():
 
 def test_processors_label_themselves_unless_told_and_labels_follow_their_rows():
     """Without labels a thread is "thread <tid>" and a stream "stream <stream id>"; given labels
-    are kept (as a tuple) and must be one per processor. ``take`` and ``concat`` carry each
-    processor's own label, by index array or mask; ``device`` defaults to -1."""
+    are kept (as a tuple) and must be one per processor. ``concat`` carries each processor's
+    own label; ``device`` defaults to -1."""
     p = Processors.create(kind=[0, 1, 1], pid=[1, 1, 1], tid=[10, 7, 13])
     assert p.label == ("thread 10", "stream 7", "stream 13")
     assert p.device.tolist() == [-1, -1, -1]
     named = Processors(kind=[0, 1, 1], pid=[1, 1, 1], tid=[10, 7, 13], device=[-1, 0, 0],
                        label=["a", "b", "c"])  # fmt: skip
     assert named.label == ("a", "b", "c")
-    t = named.take(np.array([2, 0]))
-    assert t.label == ("c", "a") and t.tid.tolist() == [13, 10]
-    assert named.take(np.array([False, True, False])).label == ("b",)
-    assert len(named.take(np.array([], dtype=np.int64))) == 0
     both = Processors.concat([named, p])
     assert both.label == ("a", "b", "c", "thread 10", "stream 7", "stream 13")
     assert both.tid.tolist() == [10, 7, 13, 10, 7, 13]
     assert Processors.concat([]) == Processors.empty()
     with pytest.raises(GraphError, match=r"^Processors: 1 labels for 2 processors$"):
         _procs([10, 7], ("x",))
+
+
+def test_processors_taken_keep_their_own_labels():
+    """Processors 2 and 0 (by index) or 1 (by mask) of three: their own labels only (taking
+    fewer rows used to raise, keeping all three labels)."""
+    named = Processors(kind=[0, 1, 1], pid=[1, 1, 1], tid=[10, 7, 13], device=[-1, 0, 0],
+                       label=["a", "b", "c"])  # fmt: skip
+    t = named.take(np.array([2, 0]))
+    assert t.label == ("c", "a") and t.tid.tolist() == [13, 10]
+    assert named.take(np.array([False, True, False])).label == ("b",)
+    assert len(named.take(np.array([], dtype=np.int64))) == 0
 
 
 def test_processors_reordered_keep_each_ones_own_label():
