@@ -87,3 +87,24 @@ def test_merged_spans_are_every_parts_own_but_the_steps_only_the_firsts(dims):
         ("fwd", user, 4, 6),
     ]
     assert a.dims_idx.tolist() == [-1, -1, -1]
+
+
+def test_a_part_with_more_streams_than_the_first_brings_its_extra_stream_along():
+    """Part 0 has thread 1 and stream 7; part 1 has thread 1 and streams 7 and 8. Threads and
+    streams match by position, so part 1's second stream is new: it becomes processor 2 with
+    its own label, its kernel is #0 there, and part 1's other kernel is #1 on the shared
+    stream 7 (after part 0's). This used to raise: taking the one extra processor kept all
+    of part 1's labels."""
+    parts = []
+    for streams in ((7,), (7, 8)):
+        b = GraphBuilder()
+        th = b.thread(1)
+        b.task(th, "op", 5)
+        for s in streams:
+            b.task(b.stream(s), f"k{s}", 3)
+        parts.append(b.build())
+    merged = merge_graphs(parts).validate()
+    assert merged.processors.label == ("thread 1", "stream 7", "stream 8")
+    assert merged.processors.tid.tolist() == [1, 7, 8]
+    assert merged.tasks.processor_idx.tolist() == [0, 1, 0, 1, 2]
+    assert merged.tasks.order.tolist() == [0, 0, 1, 1, 0]

@@ -57,3 +57,33 @@ def test_ranks_that_disagree_on_a_collectives_kind_are_counted_once_per_group():
     assert g.diagnostics.example("collective_kind_mismatch") == (
         "group 0 key ('coll', '0', 'seq', 0) kinds [0, 2]"
     )
+
+
+def test_sends_match_receives_by_direction_and_ordinal_and_an_unpaired_one_stands_alone():
+    """Rank 0 sends to rank 1 at 0, 100 and 200 ns; the one at 100 ns is marked unpaired
+    (``P2P_UNPAIRED``), so it is a group of its own keyed by graph and task and takes no
+    ordinal. Rank 1 receives from rank 0 twice. A send from 0 to 1 and a receive on 1 from 0
+    share the direction (0, 1), so the k-th of each match: keys ``("p2p", "0", 0, 1, k)``
+    for k = 0, 1, in order of first appearance (rank 0's rows first)."""
+    from lumos.graph.algorithms import P2P_UNPAIRED
+
+    def rank(r: int, kind: CommType, seqs: list[int]) -> tuple[GraphBuilder, list[int]]:
+        b = GraphBuilder(rank=r, world_size=2)
+        st = b.stream(20)
+        pg = b.process_group("0", (0, 1))
+        tasks = [
+            b.task(st, "nccl", 10, TaskKind.COMM, ts_ns=100 * i,
+                   comm=b.comm(kind, 64, pg, seq_id=seq, peer_rank=1 - r))
+            for i, seq in enumerate(seqs)
+        ]  # fmt: skip
+        return b, tasks
+
+    b0, t0 = rank(0, CommType.SEND, [-1, P2P_UNPAIRED, -1])
+    b1, t1 = rank(1, CommType.RECV, [-1, -1])
+    g = match_collectives(Workload((b0.build(), b1.build())))
+    assert g.keys == (("p2p", "0", 0, 1, 0), ("p2p-unpaired", 0, t0[1]), ("p2p", "0", 0, 1, 1))
+    assert g.indptr.tolist() == [0, 2, 3, 5]
+    assert g.member_graph.tolist() == [0, 1, 0, 0, 1]
+    assert g.member_task.tolist() == [t0[0], t1[0], t0[1], t0[2], t1[1]]
+    assert g.group_of[0].tolist() == [0, 1, 2] and g.group_of[1].tolist() == [0, 2]
+    assert len(g.diagnostics.to_dict()) == 0

@@ -144,3 +144,19 @@ def test_a_trace_without_shapes_has_an_empty_shape_table(memory: GraphMemory) ->
     for m in (memory, g.memory):
         assert m.shape_dims == ()
         assert m.shape_dims_idx.tolist() == [-1, -1, -1, -1]
+
+
+def test_scaled_rows_keep_whole_bytes_rounded_to_even(memory: GraphMemory) -> None:
+    """Factors 0.5, 1.5, 0.25, 3.0 on the rows of 256, 128, -256 and 64 bytes: 128, 192, -64
+    and 192 for both the size steps and the recorded sizes; a factor 1/3 on 128 bytes is
+    42.67, rounded to 43. Byte counts stay int64 (whole bytes), and everything else (links,
+    phases, levels) is kept."""
+    s = memory.scaled(np.array([0.5, 1.5, 0.25, 3.0]))
+    assert s.delta_bytes.tolist() == [128, 192, -64, 192]
+    assert s.num_bytes.tolist() == [128, 192, -64, 192]
+    assert s.delta_bytes.dtype == np.int64 and s.num_bytes.dtype == np.int64
+    assert s.alloc_row.tolist() == [-1, -1, 0, -1] and s.base_bytes == 1_000
+    assert s.phase.tolist() == memory.phase.tolist() and s.op_names == memory.op_names
+    third = memory.scaled(np.array([1.0, 1 / 3, 1.0, 1.0]))
+    assert third.num_bytes.tolist() == [256, 43, -256, 64]
+    assert third.delta_bytes.tolist() == [256, 43, -256, 64]

@@ -94,7 +94,7 @@ class _Table:
             if name in columns:
                 value = columns.pop(name)
                 if isinstance(value, (int, np.integer)):
-                    value = np.full(n, value, dtype=dtype)
+                    value = np.full(n, value)  # cast (and checked to fit) like any column
                 full[name] = value
             elif name in cls._DEFAULTS:
                 full[name] = np.full(n, cls._DEFAULTS[name], dtype=dtype)
@@ -183,9 +183,10 @@ class Processors(_Table):
             )
 
     def take(self, idx: NDArray[Any]) -> Processors:
-        out = super().take(idx)
-        labels = np.array(self.label, dtype=object)[idx].tolist() if len(self.label) else []
-        return dataclasses.replace(out, label=tuple(labels))
+        """Rows ``idx`` (an index or boolean mask array) with their own labels."""
+        cols = {k: getattr(self, k)[idx] for k in self._COLUMNS}
+        labels = np.array(self.label, dtype=object)[idx].tolist()
+        return dataclasses.replace(self, **cols, label=tuple(labels))
 
     @classmethod
     def concat(cls, parts: Iterable[Processors]) -> Processors:
