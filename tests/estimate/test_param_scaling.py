@@ -10,10 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from lumos.estimate.baseline import detect_baseline
-from lumos.estimate.layers import OPTIMIZER_PATTERN, find_layers, marked
-from lumos.estimate.reshape import reshape_workload
+from lumos.estimate.layers import OPTIMIZER_PATTERN, Group, LayerMap, find_layers, marked
+from lumos.estimate.reshape import reshape_workload, scale_optimizer
+from lumos.graph.kinds import AnnotationKind, DepKind, TaskKind
+from lumos.graph.synthetic import GraphBuilder
 from lumos.replay import build_workload
 
 DATA = Path(__file__).parents[1] / "data" / "whatif_pairs"
@@ -109,3 +112,57 @@ def test_uncapped_collectives_are_re_timed_along_the_line_of_their_kind():
     assert out.tasks.dur_ns.tolist() == [550, 750, 600]
     assert out.comms.size_bytes.tolist() == [4000, 6000, 3000]
     assert (edit.tasks_retimed, edit.detail) == (3, "gradient bytes x2.000, activations x3.000")
+
+
+def _layer_map(opt_blocks: int, layers: int) -> LayerMap:
+    """``layers`` forward layers over tasks 0 and 1 (one block each for 2, one block of both
+    for 1) and an optimizer repeat of ``opt_blocks`` blocks (tasks 2, 3, 4, ...): per-layer
+    work when it repeats once per layer."""
+
+    def group(phase, blocks):
+        return Group(0, tuple(np.array(b) for b in blocks), "layer", phase, 0)
+
+    fwd = group("forward", [[0], [1]] if layers == 2 else [[0, 1]])
+    opt = group("optimizer", [[t] for t in range(2, 2 + opt_blocks)])
+    return LayerMap((fwd, opt), layers, 1, "by hand")
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_scale_optimizer_re_times_the_multi_tensor_update_its_overhead_and_kernels(layers):
+    """Thread: two ops named like optimizer ops (``_foreach_norm``, 100 ns each) inside the
+    forward layers, so not the optimizer's; ``_foreach_add_`` (300 ns, 10 ns after the
+    layers), a launch (30 ns, 6 ns after it) inside the ``Optimizer.step`` span, ``mul`` (50
+    ns, 4 ns after). Stream: the launched kernel (200 ns), then ``gemm`` (80 ns) launched by
+    ``mul``. With 3 optimizer blocks for 1 or 2 layers (not per layer), parameters x1.25: the
+    update, the launch and its kernel 300 -> 375, 30 -> 37.5 -> 38 (round half to even),
+    200 -> 250 ns, the 6 ns between the two optimizer ops -> 7.5 -> 8; the overhead into and
+    out of the optimizer (10, 4 ns) and the rest are kept: 3 tasks changed per such rank, 6
+    for two. A rank whose optimizer repeats once per layer (first here), a ratio of 1 or a
+    rank without layers is returned as it is, counting nothing."""
+    b = GraphBuilder()
+    th, st = b.thread(1), b.stream(7)
+    b.task(th, "aten::_foreach_norm", 100)
+    b.task(th, "aten::_foreach_norm", 100)
+    upd = b.task(th, "aten::_foreach_add_", 300, gap_ns=10)
+    launch = b.task(th, "cudaLaunchKernel", 30, TaskKind.RUNTIME, gap_ns=6)
+    mul = b.task(th, "aten::mul", 50, gap_ns=4)
+    b.edge(launch, b.task(st, "multi_tensor_apply_kernel", 200), DepKind.LAUNCH)
+    b.edge(mul, b.task(st, "gemm", 80), DepKind.LAUNCH)
+    b.annotate("Optimizer.step#AdamW.step", th, upd, launch, kind=AnnotationKind.USER)
+    g = b.build().validate()
+    scaled = _layer_map(3, layers)
+    out, n = scale_optimizer([g, g, g], [_layer_map(layers, layers), scaled, scaled], 1.25)
+    assert n == 6
+    assert len(out) == 3
+    assert out[0] is g
+    for r in out[1:]:
+        assert r.tasks.dur_ns.tolist() == [100, 100, 375, 38, 50, 250, 80]
+        e = r.edges
+        intra = e.kind == int(DepKind.INTRA_THREAD)
+        assert e.delay_ns[intra].tolist() == [0, 10, 8, 4]
+        assert (e.delay_ns[~intra] == g.edges.delay_ns[~intra]).all()
+    empty = LayerMap((), 0, 1, "no repeated layers found")
+    for ratio, lm in ((1.0, scaled), (1.25, empty)):
+        same, n = scale_optimizer([g], [lm], ratio)
+        assert n == 0
+        assert same[0] is g

@@ -12,9 +12,9 @@ import pytest
 from lumos.errors import SimulationError
 from lumos.estimate import estimate, parse_scenario
 from lumos.estimate.baseline import detect_baseline
-from lumos.estimate.reorder import batch_sends
+from lumos.estimate.reorder import batch_sends, rebuild_in_order
 from lumos.estimate.reshape import reshape_workload
-from lumos.graph.kinds import CommType, DepKind, TaskKind
+from lumos.graph.kinds import AnnotationKind, CommType, DepKind, TaskKind, WaitKind
 from lumos.graph.synthetic import GraphBuilder
 from lumos.replay import build_workload
 from lumos.sim import simulate
@@ -67,6 +67,110 @@ def test_1f1b_keeps_gpipes_step_on_two_balanced_stages():
     assert one_f_one_b.edits[-1]["detail"].endswith(
         "18 sends issued together with the receive after them"
     )
+
+
+def _two_processors(dims: bool):
+    """Thread: ``a`` (ts 10), ``b`` (ts 30, 5 ns after ``a``), ``send`` (ts 50, 3 ns after
+    ``b``, comm 0); stream: ``k1`` (ts 30, launched by ``a`` 1 ns after), ``k2`` (ts 55, 2 ns
+    after ``k1``, launched by ``b``). Waits: ``send`` on the event recorded by ``b``, ``b`` on
+    the one recorded by ``a``, ``send`` on the stream; spans ``a..a``, ``a..b``, ``b..send``,
+    ``send..send`` and one on no task; with ``dims``, shapes ``0, -1, 1, -1, 0``."""
+    bld = GraphBuilder(rank=0, world_size=2)
+    th, st = bld.thread(1), bld.stream(7)
+    a = bld.task(th, "a", 10, ts_ns=10)
+    b = bld.task(th, "b", 10, gap_ns=5, ts_ns=30)
+    comm = bld.comm(CommType.SEND, 64, peer_rank=1)
+    send = bld.task(th, "send", 10, TaskKind.CPU_COMM, gap_ns=3, ts_ns=50, comm=comm)
+    k1 = bld.task(st, "k1", 8, ts_ns=30)
+    k2 = bld.task(st, "k2", 8, gap_ns=2, ts_ns=55)
+    bld.edge(a, k1, DepKind.LAUNCH, 1)
+    bld.edge(b, k2, DepKind.LAUNCH)
+    bld.wait(send, WaitKind.EVENT, stream=st, record=b)
+    bld.wait(b, WaitKind.EVENT, stream=st, record=a)
+    bld.wait(send, WaitKind.STREAM, stream=st)
+    for name, first, last in (("a", a, a), ("ab", a, b), ("b-send", b, send),
+                              ("send", send, send), ("nothing", -1, -1)):  # fmt: skip
+        bld.annotate(name, th, first, last, kind=AnnotationKind.USER)
+    g = bld.build()
+    if dims:
+        g = g.replace(dims=("[[1]]", "[[2]]"), task_dims_idx=np.array([0, -1, 1, -1, 0], np.int32))
+    return g.validate()
+
+
+@pytest.mark.parametrize("dims", [True, False])
+def test_rebuilt_in_a_new_order_every_task_keeps_its_columns_and_dependencies(dims):
+    """The thread runs ``a, send, b`` (old 0, 2, 1), the stream as before: new indices
+    ``a 0, b 2, send 1, k1 3, k2 4`` (integers: they index). The launches keep their tasks
+    and delay (0 -> 3 with 1 ns, 2 -> 4), then program order is regenerated, each task keeping
+    the overhead before it: ``send`` 3 ns after ``a``, ``b`` 5 ns after ``send``, ``k2`` 2 ns
+    after ``k1``. Start times: a group's first task keeps its start, the others follow by their
+    old gaps (``send`` 20 after ``b``'s 30 -> 30, ``b`` 20 after ``a`` -> 50; ``k2`` 25 after
+    ``k1``). The waits move with their tasks and records (``send`` 1 on ``b`` 2, ``b`` 2 on
+    ``a`` 0, ``send`` 1 on no record); the span ``b..send`` now ends before it starts and is
+    dropped, ``a..a`` and the one on no task are kept; the comm and the shapes go with their
+    tasks."""
+    g = _two_processors(dims)
+    out, new_of = rebuild_in_order(g, np.array([0, 2, 1, 3, 4]))
+    out.validate()
+    assert new_of.tolist() == [0, 2, 1, 3, 4]
+    assert new_of.dtype == np.int64
+    t = out.tasks
+    assert [out.task_name(i) for i in range(5)] == ["a", "send", "b", "k1", "k2"]
+    assert t.processor_idx.tolist() == [0, 0, 0, 1, 1]
+    assert t.order.tolist() == [0, 1, 2, 0, 1]
+    assert t.ts_ns.tolist() == [10, 30, 50, 30, 55]
+    assert t.dur_ns.tolist() == [10, 10, 10, 8, 8]
+    assert t.kind.tolist() == [int(k) for k in (TaskKind.CPU_OP, TaskKind.CPU_COMM,
+                                                TaskKind.CPU_OP, TaskKind.KERNEL,
+                                                TaskKind.KERNEL)]  # fmt: skip
+    assert t.comm_idx.tolist() == [-1, 0, -1, -1, -1]
+    e = out.edges
+    edges = list(zip(e.src.tolist(), e.dst.tolist(), e.kind.tolist(), e.delay_ns.tolist(),
+                     strict=True))  # fmt: skip
+    launch, thread, stream = (
+        int(DepKind.LAUNCH),
+        int(DepKind.INTRA_THREAD),
+        int(DepKind.INTRA_STREAM),
+    )
+    assert edges == [(0, 3, launch, 1), (2, 4, launch, 0), (0, 1, thread, 3), (1, 2, thread, 5),
+                     (3, 4, stream, 2)]  # fmt: skip
+    w = out.waits
+    assert w.task_idx.tolist() == [1, 2, 1]
+    assert w.record_task_idx.tolist() == [2, 0, -1]
+    assert w.kind.tolist() == [int(WaitKind.EVENT), int(WaitKind.EVENT), int(WaitKind.STREAM)]
+    a = out.annotations
+    assert [out.names[i] for i in a.name_idx.tolist()] == ["a", "ab", "send", "nothing"]
+    assert a.first_task_idx.tolist() == [0, 0, 1, -1]
+    assert a.last_task_idx.tolist() == [0, 2, 1, -1]
+    if dims:
+        assert out.dims == ("[[1]]", "[[2]]")
+        assert out.task_dims_idx.tolist() == [0, 1, -1, -1, 0]
+    else:
+        assert out.task_dims_idx is None
+
+
+def test_a_span_from_the_first_task_that_now_ends_before_it_is_dropped():
+    """One thread ``a, b`` with a span ``a..b``, rebuilt as ``b, a``: the span would end
+    (new 0) before it starts (new 1), so it is dropped."""
+    bld = GraphBuilder()
+    th = bld.thread(1)
+    a, b = bld.task(th, "a", 10), bld.task(th, "b", 10)
+    bld.annotate("ab", th, a, b, kind=AnnotationKind.USER)
+    out, new_of = rebuild_in_order(bld.build().validate(), np.array([1, 0]))
+    assert new_of.tolist() == [1, 0]
+    assert len(out.annotations) == 0
+
+
+def test_a_graph_without_program_order_edges_keeps_its_launch():
+    """A thread holding one op that launches the stream's one kernel (2 ns after): no
+    program-order edge to regenerate, the launch edge is kept as it was (integer columns)."""
+    bld = GraphBuilder()
+    th, st = bld.thread(1), bld.stream(7)
+    bld.edge(bld.task(th, "a", 10), bld.task(st, "k", 8), DepKind.LAUNCH, 2)
+    out, _ = rebuild_in_order(bld.build().validate(), np.array([0, 1]))
+    e = out.validate().edges
+    assert (e.src.tolist(), e.dst.tolist()) == ([0], [1])
+    assert (e.kind.tolist(), e.delay_ns.tolist()) == ([int(DepKind.LAUNCH)], [2])
 
 
 @pytest.mark.parametrize("tail", [True, False])

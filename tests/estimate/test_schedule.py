@@ -253,6 +253,18 @@ def test_interleaved_timing_with_communication_is_exact_and_repeatable():
     assert simulate_schedule(schedule, 3, 7, 2) == timing
 
 
+def test_stages_without_slots_have_one_chunk_and_take_no_time():
+    """Two stages with nothing to run: one chunk (so one duration per stage and chunk is the
+    right shape), every stage idle for an empty makespan, each printed without slots."""
+    empty: tuple[tuple[Slot, ...], ...] = ((), ())
+    assert format_schedule(empty) == "stage 0: \nstage 1: "
+    timing = simulate_schedule(empty, [[5], [7]], [[1], [2]])
+    assert timing == ScheduleTiming(empty, ((), ()), ((), ()), 0)
+    assert bubble_fraction(timing) == 0
+    with pytest.raises(ConfigError, match="fwd_ns: stage 0 has \\[5, 6\\] for 1 chunks"):
+        simulate_schedule(empty, [[5, 6], [7, 8]], 1)
+
+
 # --- bad input ----------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from lumos.estimate.shapes import (
     _Mapper,
     fit_line,
     fit_shape_model,
+    fitted_model,
     map_dims,
     retime,
     work_of,
@@ -180,6 +181,26 @@ def test_fit_shape_model_fits_each_name_on_its_own_instances():
     assert list(model.fits) == ["aten::mm"]
     assert model.fits["aten::mm"] == pytest.approx((20.0, 0.5))
     assert model.floor_ns == 5.0
+
+
+def test_fitted_model_fits_only_names_seen_at_sizes_far_enough_apart_that_slope_up():
+    """``mm`` at work 2 and 3 (exactly 1.5x apart), 10 and 10.5 ns: the line 9 + 0.5 x work.
+    ``bmm`` at 2 and 2.5 (1.25x: too close to tell a slope from noise), ``addmm`` at one size,
+    ``baddbmm`` slowing down with work (20 ns at 2, 10 at 4: slope clipped to 0): no line,
+    the floor for them. The floor is the one given."""
+    model = fitted_model(
+        {
+            "aten::mm": [(2.0, 10.0), (3.0, 10.5)],
+            "aten::bmm": [(2.0, 10.0), (2.5, 12.0)],
+            "aten::addmm": [(4.0, 10.0), (4.0, 30.0)],
+            "aten::baddbmm": [(2.0, 20.0), (4.0, 10.0)],
+        },
+        7.5,
+    )
+    assert list(model.fits) == ["aten::mm"]
+    assert model.fits["aten::mm"] == pytest.approx((9.0, 0.5))
+    assert model.floor_ns == 7.5
+    assert fitted_model({}, 0.0) == ShapeModel()
 
 
 def test_kernels_are_re_timed_by_the_call_that_launched_them():

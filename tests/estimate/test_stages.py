@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,8 +14,10 @@ from lumos.estimate.baseline import detect_baseline
 from lumos.estimate.layers import Group, LayerMap, find_layers
 from lumos.estimate.merge import merge_stages
 from lumos.estimate.reshape import reshape_workload
-from lumos.estimate.stages import restage
-from lumos.graph.kinds import CommType, TaskKind
+from lumos.estimate.stages import Boundary, _Editor, _readdress, restage
+from lumos.graph.kinds import CommType, DepKind, TaskKind
+from lumos.graph.model import ProcessGroup, Workload
+from lumos.graph.synthetic import GraphBuilder
 from lumos.replay import build_workload
 from lumos.sim import simulate
 from lumos.sim.cost import TracedCost
@@ -301,3 +304,91 @@ def test_merged_stages_are_then_re_shaped(traced):
     assert names == ["pp 2 -> 1", "hidden 128 -> 256", "communication re-sized"]
     (g,) = out.graphs
     assert g.num_tasks == sum(x.num_tasks for x in workload.graphs)
+
+
+def test_a_sub_stage_addresses_its_messages_to_its_new_neighbours():
+    """Rank 1, traced stage 1 of 3, as sub-stage 1 of 2, i.e. new rank 3 of 6: its send to
+    rank 2 (the stage after) goes to new rank 4, its receive from rank 0 (the stage before)
+    comes from new rank 2; a message to its own stage, one to no named peer and a collective
+    keep their peer. The job-wide group (3 ranks, one per stage) spans the 6 new ranks, keeping
+    its name, description and backend; a group of 2 is kept as it is."""
+    b = GraphBuilder(rank=1, world_size=3)
+    th = b.thread(1)
+    world = b.process_group("0", (0, 1, 2))
+    pair = b.process_group("7", (0, 1))
+    for kind, peer, pg in ((CommType.SEND, 2, -1), (CommType.RECV, 0, -1), (CommType.SEND, 1, -1),
+                           (CommType.RECV, -1, -1), (CommType.ALL_REDUCE, 2, world),
+                           (CommType.ALL_REDUCE, -1, pair)):  # fmt: skip
+        b.task(th, kind.name, 10, TaskKind.CPU_COMM, comm=b.comm(kind, 64, pg=pg, peer_rank=peer))
+    g = b.build()
+    g = g.replace(process_groups=(ProcessGroup("0", (0, 1, 2), "default_pg", "gloo"),
+                                  g.process_groups[pair]))  # fmt: skip
+    out = _readdress(g.validate(), {0: 0, 1: 1, 2: 2}, 2, 3, 6)
+    out.validate()
+    assert (out.rank, out.world_size) == (3, 6)
+    assert out.comms.peer_rank.tolist() == [4, 2, 1, -1, 2, -1]
+    assert out.process_groups == (
+        ProcessGroup("0", (0, 1, 2, 3, 4, 5), "default_pg", "gloo"),
+        ProcessGroup("7", (0, 1)),
+    )
+    assert g.comms.peer_rank.tolist() == [2, 0, 1, -1, 2, -1]  # the traced graph is not edited
+
+
+@pytest.mark.parametrize("dims", [True, False])
+def test_handed_over_work_becomes_the_boundary_message_and_takes_no_time(dims):
+    """Rank 0 of 2, thread: ``embed`` (40 ns), a launch (5 ns, 2 ns after; its kernel 30 ns),
+    ``mm`` (100 ns, 3 ns after), a send to rank 1 (20 ns, 4 ns after; 512 B, 5 ns of it
+    waiting, tag 0, seq 3, group 0). The trace's sends give the boundary message ``gloo:send``,
+    512 B, 20 - 5 = 15 ns. ``embed`` and the launch handed over as a send to new rank 5:
+    ``embed`` becomes that send (15 ns, comm 1), the launch and its kernel take no time, and so
+    does the overhead inside the handed-over work (2 -> 0 ns); 2 tasks zeroed. ``mm`` handed
+    over as a receive named ``nccl:recv`` (new: added to the names) from rank 6, 128 B, 9 ns:
+    it becomes comm 2 and keeps the 3 ns before it. The new messages have no group, sequence
+    number, tag or waiting; handed-over tasks lose their shapes."""
+    b = GraphBuilder(rank=0, world_size=2)
+    th, st = b.thread(1), b.stream(7)
+    pg = b.process_group("0", (0, 1))
+    b.task(th, "embed", 40)
+    launch = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, gap_ns=2)
+    b.task(th, "aten::mm", 100, gap_ns=3)
+    send = b.comm(CommType.SEND, 512, pg=pg, seq_id=3, peer_rank=1, tag=0, wait_ns=5)
+    b.task(th, "gloo:send", 20, TaskKind.CPU_COMM, gap_ns=4, comm=send)
+    b.edge(launch, b.task(st, "embed_kernel", 30), DepKind.LAUNCH, 1)
+    g = b.build()
+    if dims:
+        g = g.replace(dims=("[[1]]", "[[2]]"), task_dims_idx=np.array([0, 0, 1, -1, 0], np.int32))
+    g = g.validate()
+    msg = Boundary(Workload((g,)), int(CommType.SEND))
+    assert (msg.name, msg.size_bytes, msg.transfer_ns) == ("gloo:send", 512, 15)
+    ed = _Editor(g)
+    ed.hand_over(np.array([0, 1]), msg, 5)
+    recv = SimpleNamespace(kind=int(CommType.RECV), name="nccl:recv", size_bytes=128,
+                           transfer_ns=9)  # fmt: skip
+    ed.hand_over(np.array([2]), recv, 6)  # type: ignore[arg-type]
+    assert (ed.zeroed, ed.converted) == (2, 2)
+    out = ed.graph().validate()
+    assert out.names == (*g.names, "nccl:recv")
+    assert [out.task_name(i) for i in range(5)] == ["gloo:send", "cudaLaunchKernel",
+                                                    "nccl:recv", "gloo:send", "embed_kernel"]  # fmt: skip
+    t = out.tasks
+    assert t.kind.tolist() == [int(k) for k in (TaskKind.CPU_COMM, TaskKind.RUNTIME,
+                                                TaskKind.CPU_COMM, TaskKind.CPU_COMM,
+                                                TaskKind.KERNEL)]  # fmt: skip
+    assert t.dur_ns.tolist() == [15, 0, 9, 20, 0]
+    assert t.comm_idx.tolist() == [1, -1, 2, 0, -1]
+    assert out.edges.delay_ns.tolist() == [0, 3, 4, 1]
+    c = out.comms
+    assert c.kind.tolist() == [int(CommType.SEND), int(CommType.SEND), int(CommType.RECV)]
+    assert c.size_bytes.tolist() == [512, 512, 128]
+    assert c.pg_idx.tolist() == [0, -1, -1]
+    assert c.seq_id.tolist() == [3, -1, -1]
+    assert c.peer_rank.tolist() == [1, 5, 6]
+    assert c.tag.tolist() == [0, -1, -1]
+    assert c.wait_ns.tolist() == [5, 0, 0]
+    if dims:
+        assert out.task_dims_idx.tolist() == [-1, 0, -1, -1, 0]
+        assert g.task_dims_idx.tolist() == [0, 0, 1, -1, 0]
+    else:
+        assert out.task_dims_idx is None
+    assert g.tasks.dur_ns.tolist() == [40, 5, 100, 20, 30]  # the traced graph is not edited
+    assert _Editor(g).graph().comms == g.comms  # nothing handed over: the same messages
