@@ -53,7 +53,7 @@ def test_json_files_are_written_indented_by_two_with_a_final_newline(tmp_path):
     by two spaces (one list item a line), and a newline at the end of each file."""
     write_astra_configs(RT, tmp_path)
     assert (tmp_path / "system.json").read_text() == (
-        '{\n'
+        "{\n"
         '  "scheduling-policy": "FIFO",\n'
         '  "endpoint-delay": 10,\n'
         '  "active-chunks-per-dimension": 1,\n'
@@ -66,7 +66,7 @@ def test_json_files_are_written_indented_by_two_with_a_final_newline(tmp_path):
         '  "local-mem-bw": 50.0,\n'
         '  "boost-mode": 0,\n'
         '  "roofline-enabled": 0\n'
-        '}\n'
+        "}\n"
     )
     assert (tmp_path / "remote_memory.json").read_text() == (
         '{\n  "memory-type": "NO_MEMORY_EXPANSION"\n}\n'
