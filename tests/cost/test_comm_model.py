@@ -193,3 +193,69 @@ def test_durations_model_each_communication_task_of_known_kind_and_size():
         10, slow, 500, 700, slow, 900, 800, 7]  # fmt: skip
     assert CommCost(LINK, algorithm="ring", link={1: 2.0}).durations(g).tolist() == [
         10, slow, 500, 700, MODELLED, 900, 800, 7]  # fmt: skip
+
+
+class _Table:
+    """A lookup-table fallback: traced durations, and the same stored transfer array on every
+    call (one value per participant, or per group, as the CostModel protocol allows)."""
+
+    def __init__(self, table):
+        self.table = np.array(table, dtype=np.int64)
+
+    def durations(self, graph):
+        return graph.tasks.dur_ns
+
+    def transfer_ns(self, workload, groups, durations):
+        return self.table
+
+
+def _three_groups():
+    """Ranks 0 and 1 each run a kernel (10 ns), an all-reduce of unknown size (0), an
+    all-reduce of 1 MiB in group (0, 1) and a kernel (7 ns); the groups are built by hand, as a
+    test double may: the two kernels, the two unknown all-reduces, the two known ones."""
+    from lumos.graph.algorithms import CollectiveGroups
+
+    graphs = []
+    for rank in (0, 1):
+        b = GraphBuilder(rank=rank, world_size=2)
+        st = b.stream(20)
+        pg = b.process_group("0", (0, 1))
+        b.task(st, "gemm", 10)
+        b.task(st, "ncclAllReduce", 60, TaskKind.COMM,
+               comm=b.comm(CommType.ALL_REDUCE, 0, pg, seq_id=1))  # fmt: skip
+        b.task(st, "ncclAllReduce", 90, TaskKind.COMM,
+               comm=b.comm(CommType.ALL_REDUCE, 1 << 20, pg, seq_id=2))  # fmt: skip
+        b.task(st, "after", 7)
+        graphs.append(b.build().validate())
+    groups = CollectiveGroups(
+        indptr=np.array([0, 2, 4, 6], dtype=np.int64),
+        member_graph=np.array([0, 1, 0, 1, 0, 1], dtype=np.int32),
+        member_task=np.array([0, 0, 1, 1, 2, 2], dtype=np.int32),
+        group_of=(np.array([0, 1, 2, -1], dtype=np.int32),) * 2,
+        keys=(("k",), ("u",), ("c",)),
+    )
+    return Workload(tuple(graphs)), groups
+
+
+def test_transfer_is_modelled_per_group_and_the_fallbacks_array_is_left_alone():
+    """Per participant, in group order: a group with a task that is not communication (the
+    kernels) and a collective of unknown size keep the fallback's values, whether given per
+    participant (1-4, also as a column of 6 x 1) or per group (7, 8: repeated for each
+    member); the known all-reduce that follows them is modelled for both ranks (21,972 ns).
+    The fallback's stored table is never written into, so a second call gives the same."""
+    w, groups = _three_groups()
+    durations = tuple(g.tasks.dur_ns for g in w.graphs)
+    for table, expected in (
+        ([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, MODELLED, MODELLED]),
+        ([[1], [2], [3], [4], [5], [6]], [1, 2, 3, 4, MODELLED, MODELLED]),
+        ([7, 8, 9], [7, 7, 8, 8, MODELLED, MODELLED]),
+    ):
+        fallback = _Table(table)
+        model = CommCost(LINK, algorithm="ring", fallback=fallback)
+        for _ in range(2):
+            out = model.transfer_ns(w, groups, durations)
+            assert out.dtype == np.int64 and out.tolist() == expected
+            assert model.diagnostics.count("comm_modelled") == 1
+            assert model.diagnostics.count("comm_kept_traced_unknown_size") == 1
+            assert model.diagnostics.total == 2
+        assert fallback.table.tolist() == table
