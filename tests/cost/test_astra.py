@@ -130,6 +130,8 @@ def test_sizes_that_do_not_divide_are_cut_to_whole_bytes(kind, size, ranks, chun
     ({"bw_bytes_per_s": 0.0}, "bandwidth must be positive, got 0.0"),
     ({"bw_bytes_per_s": float("inf")}, "bandwidth must be positive, got inf"),
     ({"local_mem_bw_bytes_per_s": -1.0}, "local-mem-bw must be positive, got -1.0"),
+    ({"local_mem_bw_bytes_per_s": 0.0}, "local-mem-bw must be positive, got 0.0"),
+    ({"local_mem_bw_bytes_per_s": float("inf")}, "local-mem-bw must be positive, got inf"),
     ({"chunks": 0}, "chunks must be >= 1, got 0"),
     ({"latency_ns": -1}, "latency and endpoint delay must be >= 0"),
     ({"endpoint_delay_ns": -1}, "latency and endpoint delay must be >= 0"),
@@ -139,3 +141,14 @@ def test_a_bad_config_is_refused_naming_the_field_and_its_value(fields, message)
     with pytest.raises(ConfigError) as err:
         AstraConfig(**{"bw_bytes_per_s": 1e9, "latency_ns": 0, **fields})
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize("bw", [1.0, 0.5])
+def test_any_positive_finite_bandwidth_and_zero_delays_are_valid(bw):
+    """The bounds are open at 0 only: a link and a local memory of one byte per second, or half
+    of one, are slow but valid, and so are no latency and no endpoint delay; the config keeps
+    every field as given."""
+    cfg = AstraConfig(bw_bytes_per_s=bw, latency_ns=0, chunks=1, endpoint_delay_ns=0,
+                      local_mem_bw_bytes_per_s=bw)  # fmt: skip
+    assert (cfg.bw_bytes_per_s, cfg.local_mem_bw_bytes_per_s) == (bw, bw)
+    assert (cfg.latency_ns, cfg.chunks, cfg.endpoint_delay_ns) == (0, 1, 0)

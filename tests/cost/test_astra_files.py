@@ -48,6 +48,31 @@ def test_files_hold_exactly_astra_sims_keys(tmp_path):
     assert read_astra_network(out) == RT
 
 
+def test_json_files_are_written_indented_by_two_with_a_final_newline(tmp_path):
+    """The JSON files' exact text, as a person diffs them: keys in ASTRA-sim's order, indented
+    by two spaces (one list item a line), and a newline at the end of each file."""
+    write_astra_configs(RT, tmp_path)
+    assert (tmp_path / "system.json").read_text() == (
+        "{\n"
+        '  "scheduling-policy": "FIFO",\n'
+        '  "endpoint-delay": 10,\n'
+        '  "active-chunks-per-dimension": 1,\n'
+        '  "preferred-dataset-splits": 4,\n'
+        '  "all-reduce-implementation": [\n    "ring"\n  ],\n'
+        '  "all-gather-implementation": [\n    "ring"\n  ],\n'
+        '  "reduce-scatter-implementation": [\n    "ring"\n  ],\n'
+        '  "all-to-all-implementation": [\n    "ring"\n  ],\n'
+        '  "collective-optimization": "localBWAware",\n'
+        '  "local-mem-bw": 50.0,\n'
+        '  "boost-mode": 0,\n'
+        '  "roofline-enabled": 0\n'
+        "}\n"
+    )
+    assert (tmp_path / "remote_memory.json").read_text() == (
+        '{\n  "memory-type": "NO_MEMORY_EXPANSION"\n}\n'
+    )
+
+
 def _yml(path, drop="", add=""):
     lines = [ln for ln in path.read_text().splitlines(keepends=True) if not ln.startswith(drop)]
     path.write_text("".join(lines) + add)

@@ -209,3 +209,36 @@ def test_unfittable_inputs_are_refused_with_exactly_this_text(sizes, times, mess
     with pytest.raises(ConfigError) as err:
         fit_alpha_beta(sizes, times)
     assert str(err.value) == message
+
+
+def test_samples_are_every_known_communication_task_of_every_graph_in_order():
+    """Rank 0 of 4 lists, in order: an UNKNOWN collective (skipped, and the tasks after it are
+    still read), a GEMM kernel that names a collective row (not communication: skipped), a
+    collective kernel of size 0 (skipped), one of 1 byte (the smallest known size: 300 ns less
+    its 100 ns of waiting), a COMM task with no collective row (skipped) and a gloo broadcast
+    (CPU_COMM) naming no process group (the world, 4 ranks). Rank 1 follows with its own
+    all-gather over the pair (1, 2). Samples are (kind, group size, size, duration - wait)."""
+    from lumos.cost.calibrate import graph_samples
+    from lumos.graph.model import Workload
+
+    b = GraphBuilder(rank=0, world_size=4)
+    st, th = b.stream(20), b.thread(1)
+    pair = b.process_group("0", (0, 1))
+    b.task(st, "nccl?", 900, TaskKind.COMM, comm=b.comm(CommType.UNKNOWN, 4096, pair))
+    b.task(st, "gemm", 500, TaskKind.KERNEL, comm=b.comm(CommType.ALL_REDUCE, 2048, pair))
+    b.task(st, "ncclAllReduce", 800, TaskKind.COMM, comm=b.comm(CommType.ALL_REDUCE, 0, pair))
+    b.task(st, "ncclAllReduce", 300, TaskKind.COMM,
+           comm=b.comm(CommType.ALL_REDUCE, 1, pair, wait_ns=100))  # fmt: skip
+    b.task(st, "ncclKernel", 700, TaskKind.COMM)
+    b.task(th, "gloo:broadcast", 5000, TaskKind.CPU_COMM, comm=b.comm(CommType.BROADCAST, 64))
+    c = GraphBuilder(rank=1, world_size=4)
+    st1 = c.stream(20)
+    c.task(st1, "ncclAllGather", 1200, TaskKind.COMM,
+           comm=c.comm(CommType.ALL_GATHER, 8192, c.process_group("1", (1, 2)), wait_ns=200))  # fmt: skip
+    w = Workload((b.build(), c.build()))
+    assert graph_samples(w) == [
+        ("all_reduce", 2, 1, 200),
+        ("broadcast", 4, 64, 5000),
+        ("all_gather", 2, 8192, 1000),
+    ]
+    assert graph_samples(w.graphs[1]) == [("all_gather", 2, 8192, 1000)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lumos.cost.collectives import Link
 from lumos.cost.comm_model import CommCost
 from lumos.graph.kinds import CommType, TaskKind
@@ -126,3 +128,134 @@ def test_each_kept_collective_is_counted_by_its_reason():
     assert model.diagnostics.count("comm_kept_traced_unknown_size") == 1
     assert _end(two_rank(size=1), model) == 50 + 1000  # one byte is a known size
     assert model.diagnostics.count("comm_modelled") == 1
+
+
+LAB = 'gpus_per_node = 4\nintra_bw = "100GB/s"\nintra_latency = "2us"\n'
+
+
+def test_the_estimate_factory_builds_the_relative_model_it_names(tmp_path):
+    """``comm_model_for(path, "tree")`` reads the TOML topology once and gives every scenario a
+    RelativeCommCost on it with that algorithm, the scenario's link factors and ``dp`` as
+    (recorded, new); the name is the topology's own (``name = "lab"``), else, when the file
+    names it "", the path given."""
+    from lumos.cost.comm_model import comm_model_for
+    from lumos.cost.comm_relative import RelativeCommCost
+    from lumos.cost.topology import Topology
+    from lumos.estimate import parse_scenario
+
+    lab = Topology(name="lab", gpus_per_node=4, intra_bw_bytes_per_s=100e9,
+                   intra_latency_ns=2000)  # fmt: skip
+    named, unnamed = tmp_path / "t.toml", tmp_path / "u.toml"
+    named.write_text(LAB + 'name = "lab"\n')
+    unnamed.write_text(LAB + 'name = ""\n')
+    cost, name = comm_model_for(str(named), "tree")(two_rank(), parse_scenario(["dp=8"]), 2)
+    assert isinstance(cost, RelativeCommCost) and name == "comm:lab/tree relative to dp=2"
+    assert (cost.network, cost.algorithm, cost.protocol) == (lab, "tree", "simple")
+    assert (cost.dp, cost.link) == ((2, 8), {})
+    cost, name = comm_model_for(str(unnamed), "ring")(two_rank(), parse_scenario(["link=1:2"]))
+    assert name == f"comm:{unnamed}/ring relative to the recording"
+    assert (cost.network.name, cost.algorithm, cost.dp, cost.link) == ("", "ring", None, {1: 2.0})
+
+
+def test_durations_model_each_communication_task_of_known_kind_and_size():
+    """``durations`` on one graph (rank 0 of 2): the NCCL all-reduce of 1 MiB in group (0, 1)
+    and a gloo one (CPU_COMM) naming no group (the world, 2) cost the modelled 21,972 ns; a
+    kernel that names a collective row, a COMM task without one, an UNKNOWN collective and
+    one of size 0 keep their traced times. With ``link={0: 2.0}`` both modelled ones pay
+    1000 + 2 x 20,972 (rank 0 is in the group, and is the gloo task's only known rank); with
+    ``{1: 2.0}`` only the grouped one does. Each call counts afresh."""
+    b = GraphBuilder(rank=0, world_size=2)
+    st, th = b.stream(20), b.thread(1)
+    pg = b.process_group("0", (0, 1))
+    b.task(st, "compute", 10)
+    b.task(st, "ncclAllReduce", 100, TaskKind.COMM, comm=b.comm(CommType.ALL_REDUCE, 1 << 20, pg))
+    b.task(st, "gemm", 500, TaskKind.KERNEL, comm=b.comm(CommType.ALL_REDUCE, 1 << 20, pg))
+    b.task(st, "ncclKernel", 700, TaskKind.COMM)
+    b.task(th, "gloo:all_reduce", 5000, TaskKind.CPU_COMM,
+           comm=b.comm(CommType.ALL_REDUCE, 1 << 20))  # fmt: skip
+    b.task(st, "nccl?", 900, TaskKind.COMM, comm=b.comm(CommType.UNKNOWN, 1 << 20, pg))
+    b.task(st, "ncclAllReduce", 800, TaskKind.COMM, comm=b.comm(CommType.ALL_REDUCE, 0, pg))
+    b.task(st, "after", 7)
+    g = b.build()
+    traced = g.tasks.dur_ns.tolist()
+    model = CommCost(LINK, algorithm="ring")
+    for _ in range(2):
+        dur = model.durations(g)
+        assert dur.dtype == np.int64
+        assert dur.tolist() == [10, MODELLED, 500, 700, MODELLED, 900, 800, 7]
+        assert model.diagnostics.count("comm_modelled") == 2
+        assert model.diagnostics.count("comm_kept_traced_unknown_kind") == 1
+        assert model.diagnostics.count("comm_kept_traced_unknown_size") == 1
+        assert model.diagnostics.total == 4
+    assert g.tasks.dur_ns.tolist() == traced  # the graph is not changed
+    slow = 1000 + 2 * 20_972
+    assert CommCost(LINK, algorithm="ring", link={0: 2.0}).durations(g).tolist() == [
+        10, slow, 500, 700, slow, 900, 800, 7]  # fmt: skip
+    assert CommCost(LINK, algorithm="ring", link={1: 2.0}).durations(g).tolist() == [
+        10, slow, 500, 700, MODELLED, 900, 800, 7]  # fmt: skip
+
+
+class _Table:
+    """A lookup-table fallback: traced durations, and the same stored transfer array on every
+    call (one value per participant, or per group, as the CostModel protocol allows)."""
+
+    def __init__(self, table):
+        self.table = np.array(table, dtype=np.int64)
+
+    def durations(self, graph):
+        return graph.tasks.dur_ns
+
+    def transfer_ns(self, workload, groups, durations):
+        return self.table
+
+
+def _three_groups():
+    """Ranks 0 and 1 each run a kernel (10 ns), an all-reduce of unknown size (0), an
+    all-reduce of 1 MiB in group (0, 1) and a kernel (7 ns); the groups are built by hand, as a
+    test double may: the two kernels, the two unknown all-reduces, the two known ones."""
+    from lumos.graph.algorithms import CollectiveGroups
+
+    graphs = []
+    for rank in (0, 1):
+        b = GraphBuilder(rank=rank, world_size=2)
+        st = b.stream(20)
+        pg = b.process_group("0", (0, 1))
+        b.task(st, "gemm", 10)
+        b.task(st, "ncclAllReduce", 60, TaskKind.COMM,
+               comm=b.comm(CommType.ALL_REDUCE, 0, pg, seq_id=1))  # fmt: skip
+        b.task(st, "ncclAllReduce", 90, TaskKind.COMM,
+               comm=b.comm(CommType.ALL_REDUCE, 1 << 20, pg, seq_id=2))  # fmt: skip
+        b.task(st, "after", 7)
+        graphs.append(b.build().validate())
+    groups = CollectiveGroups(
+        indptr=np.array([0, 2, 4, 6], dtype=np.int64),
+        member_graph=np.array([0, 1, 0, 1, 0, 1], dtype=np.int32),
+        member_task=np.array([0, 0, 1, 1, 2, 2], dtype=np.int32),
+        group_of=(np.array([0, 1, 2, -1], dtype=np.int32),) * 2,
+        keys=(("k",), ("u",), ("c",)),
+    )
+    return Workload(tuple(graphs)), groups
+
+
+def test_transfer_is_modelled_per_group_and_the_fallbacks_array_is_left_alone():
+    """Per participant, in group order: a group with a task that is not communication (the
+    kernels) and a collective of unknown size keep the fallback's values, whether given per
+    participant (1-4, also as a column of 6 x 1) or per group (7, 8: repeated for each
+    member); the known all-reduce that follows them is modelled for both ranks (21,972 ns).
+    The fallback's stored table is never written into, so a second call gives the same."""
+    w, groups = _three_groups()
+    durations = tuple(g.tasks.dur_ns for g in w.graphs)
+    for table, expected in (
+        ([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, MODELLED, MODELLED]),
+        ([[1], [2], [3], [4], [5], [6]], [1, 2, 3, 4, MODELLED, MODELLED]),
+        ([7, 8, 9], [7, 7, 8, 8, MODELLED, MODELLED]),
+    ):
+        fallback = _Table(table)
+        model = CommCost(LINK, algorithm="ring", fallback=fallback)
+        for _ in range(2):
+            out = model.transfer_ns(w, groups, durations)
+            assert out.dtype == np.int64 and out.tolist() == expected
+            assert model.diagnostics.count("comm_modelled") == 1
+            assert model.diagnostics.count("comm_kept_traced_unknown_size") == 1
+            assert model.diagnostics.total == 2
+        assert fallback.table.tolist() == table

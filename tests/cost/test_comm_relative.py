@@ -230,3 +230,26 @@ def test_shrinking_or_untimeable_collectives():
 def test_a_summary_describes_every_kind_and_every_reason(summary, text):
     """Kinds and reasons each listed, comma-separated, in the order the summary holds them."""
     assert summary.describe() == text
+
+
+def test_data_parallel_collectives_are_counted_over_every_graph():
+    """Degree 2, every collective in group (0, 1). Rank 0: a GEMM kernel that names an
+    all-reduce row (not communication: not counted), a COMM task with no row (not counted),
+    an all-reduce of 1 byte and a broadcast of 64 (known), an all-gather and a reduce-scatter
+    of size 0 (unknown); rank 1: a reduce-scatter of 1 MiB (known). Counts add over the
+    graphs: (3 known, 2 unknown)."""
+    b = GraphBuilder(rank=0, world_size=2)
+    st = b.stream(7)
+    pair = b.process_group("0", (0, 1))
+    b.task(st, "gemm", 1000, TaskKind.KERNEL, comm=b.comm(CommType.ALL_REDUCE, MIB, pair))
+    b.task(st, "ncclKernel", 1000, TaskKind.COMM)
+    for kind, size in ((CommType.ALL_REDUCE, 1), (CommType.ALL_GATHER, 0),
+                       (CommType.REDUCE_SCATTER, 0), (CommType.BROADCAST, 64)):  # fmt: skip
+        b.task(st, "nccl", 1000, TaskKind.COMM, comm=b.comm(kind, size, pair))
+    c = GraphBuilder(rank=1, world_size=2)
+    st1 = c.stream(7)
+    c.task(st1, "nccl", 1000, TaskKind.COMM,
+           comm=c.comm(CommType.REDUCE_SCATTER, MIB, c.process_group("0", (0, 1))))  # fmt: skip
+    w = Workload((b.build(), c.build()))
+    assert dp_collectives(w, 2) == (3, 2)
+    assert dp_collectives(Workload((c.build(),)), 2) == (1, 0)
