@@ -4,6 +4,7 @@ order."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,11 @@ import pytest
 from lumos.errors import ConfigError
 from lumos.estimate import estimate, parse_scenario
 from lumos.estimate.baseline import detect_baseline
+from lumos.estimate.interleave import _streams
 from lumos.estimate.reshape import reshape_workload
 from lumos.graph.kinds import CommType, DepKind
+from lumos.graph.model import ProcessGroup
+from lumos.graph.synthetic import GraphBuilder
 from lumos.replay import build_workload
 from lumos.sim import simulate
 from lumos.sim.cost import TracedCost
@@ -82,3 +86,39 @@ def test_what_the_interleaved_schedule_cannot_do_is_refused(traced):
     # 4 layers do not split into 2 stages x 4 chunks
     with pytest.raises(ConfigError, match="layers=4 do not split evenly into 8"):
         reshape_workload(traced, detect_baseline(traced), {}, "interleaved", 4)
+
+
+def test_a_virtual_stages_messages_go_to_physical_ranks_in_one_group_per_boundary_direction():
+    """Virtual stage 3 of a 3-rank pipeline (so on rank 3 % 3 = 0) sends to stage 4 (rank 1)
+    and receives from stage 2 (rank 2) on the forward, the other way on the backward, and sends
+    to stage 4 once more. Each message goes to its stage's rank (4 % 3 = 1, 2 % 3 = 2), in the
+    group of its boundary (the lower stage) and direction (``f`` when the lower stage sends):
+    3->4 ``vpp3f`` on ranks (0, 1), 2->3 ``vpp2f`` on (0, 2), 3->2 ``vpp2b``, 4->3 ``vpp3b``;
+    the repeated send reuses ``vpp3f``. The all-reduce and a send with no known peer keep their
+    peer and group; the graph's own group stays first. Stage 1's receive from stage 0 (peer
+    rank 0, a known one) is in ``vpp0f`` on (0, 1)."""
+    b = GraphBuilder(rank=3, world_size=6)
+    th = b.thread(1)
+    dp = b.process_group("dp", (0, 3))
+    S, R = CommType.SEND, CommType.RECV
+    comms = [b.comm(CommType.ALL_REDUCE, 8, pg=dp), b.comm(S, 8, peer_rank=4),
+             b.comm(R, 8, peer_rank=2), b.comm(S, 8, peer_rank=2), b.comm(R, 8, peer_rank=4),
+             b.comm(S, 8, peer_rank=4), b.comm(S, 8)]  # fmt: skip
+    for k, c in enumerate(comms):
+        b.task(th, f"op{k}", 5, ts_ns=10 * k, comm=c)
+    out = _streams(b.build().validate(), 3, 3)
+    assert out.comms.peer_rank.tolist() == [-1, 1, 2, 2, 1, 1, -1]
+    assert out.comms.pg_idx.tolist() == [0, 1, 2, 3, 4, 1, -1]
+    boundary = partial(ProcessGroup, desc="virtual pipeline boundary", backend="")
+    assert out.process_groups == (
+        ProcessGroup(name="dp", ranks=(0, 3)),
+        boundary(name="lumos:vpp3f", ranks=(0, 1)),
+        boundary(name="lumos:vpp2f", ranks=(0, 2)),
+        boundary(name="lumos:vpp2b", ranks=(0, 2)),
+        boundary(name="lumos:vpp3b", ranks=(0, 1)),
+    )
+    b = GraphBuilder(rank=1, world_size=6)
+    b.task(b.thread(1), "recv", 5, comm=b.comm(R, 8, peer_rank=0))
+    out = _streams(b.build().validate(), 1, 3)
+    assert (out.comms.peer_rank.tolist(), out.comms.pg_idx.tolist()) == ([0], [0])
+    assert out.process_groups == (boundary(name="lumos:vpp0f", ranks=(0, 1)),)

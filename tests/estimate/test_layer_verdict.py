@@ -15,8 +15,8 @@ from lumos.cli.main import main
 from lumos.errors import ConfigError
 from lumos.estimate import estimate, parse_scenario
 from lumos.estimate.baseline import detect_baseline
-from lumos.estimate.layer_verdict import LayerVerdict, judge_layers
-from lumos.estimate.layers import find_layers
+from lumos.estimate.layer_verdict import LayerVerdict, _step_index, judge_layers
+from lumos.estimate.layers import Group, find_layers
 from lumos.examples_data import example_run_dir
 from lumos.graph.model import ExecGraph, Workload
 from lumos.graph.synthetic import GraphBuilder
@@ -288,3 +288,22 @@ def test_sizes_read_inside_declined_layers_are_withheld_until_the_layers_are_giv
     )
     given = detect_baseline(w, {"layers": 4})
     assert (given.withheld, given.values["hidden"], given.values["seq"]) == ((), 32, 16)
+
+
+def test_a_group_belongs_to_the_step_its_first_block_starts_in():
+    """Tasks 0-4 start at 0, 10, 20, 30, 40; steps are [10, 30) and [30, 50). A group's step is
+    the one holding the start of its first block's first task (windows are half-open): blocks
+    (0, 1), (2, 3) start at 0, before any step (-1), though their later tasks are inside one;
+    (1,), (2,) at 10, step 0's first ns; (3,), (4,) at 30, step 0's end, so step 1."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    for k in range(5):
+        b.task(th, f"op{k}", 5, ts_ns=10 * k)
+    g = b.build().validate()
+    windows = [(10, 30), (30, 50)]
+
+    def step(*blocks: list[int]) -> int:
+        grp = Group(0, tuple(np.array(x, dtype=np.int64) for x in blocks), "layer", "forward", 0)
+        return _step_index(g, grp, windows)
+
+    assert [step([0, 1], [2, 3]), step([1], [2]), step([3], [4])] == [-1, 0, 1]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from lumos.errors import ConfigError
 from lumos.estimate.blocks import resize_groups
-from lumos.estimate.layers import Group, find_layers, find_repeat
+from lumos.estimate.layers import Group, LayerMap, find_layers, find_repeat, forward_layer_spans
 from lumos.examples_data import example_run_dir
 from lumos.graph.model import DepKind, TaskKind, WaitKind, Workload
 from lumos.graph.synthetic import GraphBuilder
@@ -251,3 +251,29 @@ def test_resized_tasks_keep_their_starts_gaps_and_event_waits():
         (5, 3),
         (7, 3),
     ]
+
+
+def test_forward_layer_spans_mark_each_forward_block_from_its_first_task_to_its_last():
+    """Thread 1 runs tasks 0-5 (added in time order), thread 2 tasks 6-8. Forward blocks
+    (1, 3) and (4, 5) on thread 1, the second starting right after the first, mark 1, 2 (left
+    out of the block, but between its tasks), 3, 4 and 5; the forward block (7,) on thread 2
+    marks 7; the backward block (0,) and the empty block mark nothing. A map with no forward
+    block gives None."""
+    b = GraphBuilder()
+    t1, t2 = b.thread(1), b.thread(2)
+    for k in range(6):
+        b.task(t1, f"a{k}", 5, ts_ns=10 * k)
+    for k in range(3):
+        b.task(t2, f"b{k}", 5, ts_ns=10 * k)
+    g = b.build().validate()
+
+    def group(th: int, phase: str, *blocks: list[int]) -> Group:
+        return Group(th, tuple(np.array(x, dtype=np.int64) for x in blocks), "layer", phase, 0)
+
+    back = group(t1, "backward", [0])
+    lm = LayerMap((group(t1, "forward", [1, 3], [4, 5], []), group(t2, "forward", [7]), back), 2,
+                  1, "by hand")  # fmt: skip
+    inside = forward_layer_spans(g, lm)
+    assert inside is not None and inside.dtype == np.bool_
+    assert inside.tolist() == [False, True, True, True, True, True, False, True, False]
+    assert forward_layer_spans(g, LayerMap((back,), 1, 1, "by hand")) is None

@@ -1,0 +1,165 @@
+"""``detect_baseline``: every value it finds and every ``how`` it says, on hand-built jobs whose
+shapes are chosen so that each branch of the shape reading shows, and on the recorded 4-stage
+pipeline (``tests/data/pipeline_4_stages``, its README gives the configuration)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lumos.estimate.baseline import detect_baseline
+from lumos.graph.model import Workload
+from lumos.graph.synthetic import GraphBuilder
+from lumos.replay import build_workload
+
+FOUR = Path(__file__).parents[1] / "data" / "pipeline_4_stages"
+
+#: The 8 ops of one forward layer block (distinct names; the product first).
+FWD = ("aten::mm", "aten::gelu", "aten::add", "aten::mul", "aten::sub", "aten::div",
+       "aten::neg", "aten::exp")  # fmt: skip
+NO_FFN = "no layer activation or product output wider than hidden"
+NO_HEADS = "no attention tensor (b, heads, s, hidden / heads)"
+LOGITS = "last dimension of the logits (log-softmax input)"
+
+
+def job(shapes: dict[str, str]) -> Workload:
+    """One rank, 2 marked steps; per step: an embedding, 2 forward blocks of :data:`FWD`, 2
+    backward blocks of 8 ops, ``aten::_log_softmax`` and the loss. ``shapes`` gives an op name
+    its recorded input shapes (the others have none)."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    clock = 0
+
+    def op(name: str, dur: int) -> int:
+        nonlocal clock
+        t = b.task(th, name, dur, ts_ns=clock, gap_ns=1)
+        clock += dur + 1
+        return t
+
+    for s in range(2):
+        start = clock
+        first = op("aten::embedding", 200)
+        for _ in range(2):
+            for name in FWD:
+                op(name, 10)
+        for _ in range(2):
+            for k in range(8):
+                op(f"Op{k}Backward0", 20)
+        op("aten::_log_softmax", 5)
+        last = op("aten::nll_loss", 5)
+        b.annotate(f"ProfilerStep#{s}", th, first, last, ts_ns=start, dur_ns=clock - start)
+    g = b.build().validate()
+    dims = tuple(dict.fromkeys(shapes.values()))
+    idx = [dims.index(shapes[g.names[i]]) if g.names[i] in shapes else -1
+           for i in g.tasks.name_idx.tolist()]  # fmt: skip
+    return Workload((g.replace(dims=dims, task_dims_idx=np.array(idx, dtype=np.int32)),))
+
+
+def test_decode_activations_of_one_token_are_b_s_hidden_not_flattened_tokens():
+    """A decode step: the layers' activations are (b, s, hidden) = (4, 1, 64) and the product
+    ``[4, 64] @ [64, 256]`` has 4 rows. The rows equal b, but also b x s (s = 1), so the
+    activations are kept as (b, s, hidden): hidden 64, the most common last dimension (6 ops
+    x 2 blocks x 2 steps = 24 of them), b 4, s 1, tokens 4. The other widths 96, 128, 160
+    and 192 (= 3 x hidden, a fused QKV, left out): the FFN is the widest of the rest, 160
+    (the product's 256 is not read on this path). The 4-D tensor (4, 2, 1, 32) has 2 x 32 =
+    hidden: 2 heads; (4, 4, 1, 8) does not (4 x 8 != 64). The logits (4, 1, 1000) give the
+    vocabulary, their last dimension. Layers: 2 forward and 2 backward blocks per step."""
+    base = detect_baseline(job({
+        "aten::mm": "[[4, 64], [64, 256]]",
+        "aten::gelu": "[[4, 1, 64], [4, 1, 192]]",
+        "aten::add": "[[4, 1, 64], [4, 1, 96]]",
+        "aten::mul": "[[4, 1, 64], [4, 1, 128], [4, 1, 160]]",
+        "aten::sub": "[[4, 1, 64]]",
+        "aten::div": "[[4, 2, 1, 32], [4, 4, 1, 8]]",
+        "aten::neg": "[[4, 1, 64]]",
+        "aten::exp": "[[4, 1, 64]]",
+        "aten::_log_softmax": "[[4, 1, 1000], [], []]",
+    }))  # fmt: skip
+    assert base.values == {"hidden": 64, "microbatch_size": 4, "seq": 1, "tokens": 4,
+                           "ffn": 160, "heads": 2, "vocab": 1000, "pp": 1, "layers": 2,
+                           "microbatches": 1}  # fmt: skip
+    lead = "activations (b, s, hidden) = [4, 1]+[64]"
+    assert base.how == {
+        "hidden": "last dimension of 24 layer activations",
+        "microbatch_size": lead,
+        "seq": lead,
+        "tokens": "b x s of the activations",
+        "ffn": "widest other layer activation",
+        "heads": "attention tensors (b, heads, s, hidden/heads)",
+        "vocab": LOGITS,
+        "pp": "no point-to-point messages",
+        "dp": "the trace states no world size or process group",
+        "layers": "2 repeated blocks per rank x pp 1",
+        "microbatches": "no micro-batch blocks",
+    }
+    assert base.withheld == ()
+
+
+def test_activations_without_products_or_logits_give_b_s_hidden_alone():
+    """Only (b, s, hidden) = (2, 8, 32) activations: hidden 32 (7 ops x 4 blocks = 28 of
+    them), b 2, s 8, tokens 16; no FFN, heads or vocabulary, each ``how`` saying why."""
+    base = detect_baseline(job({n: "[[2, 8, 32]]" for n in FWD[1:]}))
+    assert base.values == {"hidden": 32, "microbatch_size": 2, "seq": 8, "tokens": 16,
+                           "pp": 1, "layers": 2, "microbatches": 1}  # fmt: skip
+    assert (base.how["hidden"], base.how["seq"], base.how["ffn"], base.how["heads"]) == (
+        "last dimension of 28 layer activations", "activations (b, s, hidden) = [2, 8]+[32]",
+        NO_FFN, NO_HEADS)  # fmt: skip
+    assert "vocab" not in base.how
+
+
+def test_3d_tensors_led_by_the_product_rows_are_flattened_tokens_not_b_s_hidden():
+    """vLLM-style attention tensors (tokens, heads, head width) = (6, 2, 32) and products
+    ``[6, 64] @ [64, 128]``: the tensors' first dimension alone is the products' row count
+    (6 != 6 x 2), so they are not (b, s, hidden); the products give 6 tokens (their rows, 1
+    product per block x 2 blocks x 2 steps = 4 of them),
+    hidden 64 (their inner dimension) and the FFN 128 (their widest output); no 4-D tensor, so
+    the sequence and micro-batch size are not told apart."""
+    base = detect_baseline(job({
+        **{n: "[[6, 2, 32]]" for n in FWD[2:]},
+        "aten::mm": "[[6, 64], [64, 128]]",
+    }))  # fmt: skip
+    flat = ("activations flattened to (tokens, width), 6 tokens: the sequence and the "
+            "micro-batch size are not shown apart")  # fmt: skip
+    assert base.values == {"tokens": 6, "hidden": 64, "ffn": 128, "pp": 1, "layers": 2,
+                           "microbatches": 1}  # fmt: skip
+    assert base.how == {
+        "tokens": "rows of 4 forward matrix products (tokens, K)",
+        "hidden": "inner dimension of 4 forward matrix products",
+        "ffn": "widest output (not 3 x hidden) of a product from hidden",
+        "seq": flat,
+        "microbatch_size": flat,
+        "heads": NO_HEADS,
+        "pp": "no point-to-point messages",
+        "dp": "the trace states no world size or process group",
+        "layers": "2 repeated blocks per rank x pp 1",
+        "microbatches": "no micro-batch blocks",
+    }
+
+
+def test_the_recorded_four_stage_pipeline_gives_its_whole_configuration():
+    """The README's configuration: 8 layers (2 per stage) on pp 4, hidden 64, 2 heads,
+    sequence 16, vocabulary 128, batch 4 in 2 micro-batches (so micro-batch size 2, 32 tokens),
+    FFN 4 x hidden = 256; world size 4 over pp 4 leaves dp 1. Two micro-batch blocks, exactly
+    the smallest count that is more than one, are named as micro-batch blocks. The 320
+    activations: 10 (b, s, hidden) tensors per layer block x 2 layers x 2 micro-batches x 2
+    steps x 4 ranks."""
+    w, _ = build_workload([str(FOUR)], workers=1)
+    base = detect_baseline(w)
+    assert base.values == {"hidden": 64, "microbatch_size": 2, "seq": 16, "tokens": 32,
+                           "ffn": 256, "heads": 2, "vocab": 128, "pp": 4, "dp": 1, "layers": 8,
+                           "microbatches": 2}  # fmt: skip
+    lead = "activations (b, s, hidden) = [2, 16]+[64]"
+    assert base.how == {
+        "hidden": "last dimension of 320 layer activations",
+        "microbatch_size": lead,
+        "seq": lead,
+        "tokens": "b x s of the activations",
+        "ffn": "widest other layer activation",
+        "heads": "attention tensors (b, heads, s, hidden/heads)",
+        "vocab": LOGITS,
+        "pp": "4 ranks exchange point-to-point messages",
+        "dp": "world size 4 / pp 4",
+        "layers": "2, 2, 2, 2 repeated blocks per rank x pp 4",
+        "microbatches": "micro-batch blocks (one send/receive each) per step",
+    }
