@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 
 from lumos.errors import ConfigError
 from lumos.estimate.blocks import resize_groups
-from lumos.estimate.layers import Group, LayerMap, find_layers, find_repeat, forward_layer_spans
+from lumos.estimate.layers import (
+    Group,
+    LayerMap,
+    _groups_of_step,
+    find_layers,
+    find_repeat,
+    forward_layer_spans,
+)
 from lumos.examples_data import example_run_dir
 from lumos.graph.model import DepKind, TaskKind, WaitKind, Workload
 from lumos.graph.synthetic import GraphBuilder
@@ -277,3 +284,83 @@ def test_forward_layer_spans_mark_each_forward_block_from_its_first_task_to_its_
     assert inside is not None and inside.dtype == np.bool_
     assert inside.tolist() == [False, True, True, True, True, True, False, True, False]
     assert forward_layer_spans(g, LayerMap((back,), 1, 1, "by hand")) is None
+
+
+def _planted(b: GraphBuilder, th: int) -> list[np.ndarray]:
+    """Four copies of eight distinct ops ``op0`` .. ``op7`` on thread ``th``."""
+    return [
+        np.array([b.task(th, f"op{k}", 10 + k, gap_ns=1) for k in range(8)], dtype=np.int64)
+        for _ in range(4)
+    ]
+
+
+def _groups(g, th, tasks, module):
+    no_marks = np.zeros(g.num_tasks, dtype=bool)
+    out: list[Group] = []
+    _groups_of_step(
+        g, th, tasks, 0, np.zeros(len(g.names), dtype=bool), (no_marks, no_marks), out, [module]
+    )
+    return out
+
+
+def test_a_module_block_is_left_out_of_the_search_but_tasks_outside_the_step_are_ignored():
+    """``_groups_of_step`` on one thread, no point-to-point ops (so no micro-batch blocks): set-up,
+    four copies of eight distinct ops, tear-down, and one module block from annotations: the
+    set-up op plus a task of another thread (outside this step, ignored). Expected from the
+    function's contract: the module block as a top-level forward layer group of step 0 (not
+    placed in any micro-batch), then the search over the tasks the module left (positions
+    1..33 of the step) finds the four planted copies, each a block of its eight tasks, in
+    order. Were the other thread's task read as a position of this step, position 1 (the first
+    copy's ``op0``) would be left out too, and the copies found would shift."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    other = b.thread(2)
+    setup = b.task(th, "setup", 100)
+    planted = _planted(b, th)
+    last = b.task(th, "teardown", 50, gap_ns=1)
+    away = b.task(other, "elsewhere", 10)
+    b.annotate("ProfilerStep#1", th, setup, last)
+    g = b.build().validate()
+    tasks = np.array([setup, *np.concatenate(planted), last], dtype=np.int64)
+    module = np.array([setup, away], dtype=np.int64)
+    out = _groups(g, th, tasks, module)
+    assert [(x.processor_idx, x.level, x.phase, x.step, x.parent) for x in out] == [
+        (th, "layer", "forward", 0, (-1, -1)),
+        (th, "layer", "forward", 0, (-1, -1)),
+    ]
+    assert [blk.tolist() for blk in out[0].blocks] == [module.tolist()]
+    assert [blk.tolist() for blk in out[1].blocks] == [p.tolist() for p in planted]
+
+
+def test_a_module_block_sits_in_the_micro_batch_that_holds_its_first_task():
+    """Two micro-batches, each a ``recv`` (a run of two identical receives marks the blocks:
+    positions 0..33 and 34..67), an op ``mod``, and four copies of eight distinct ops; the
+    module block is the first micro-batch's ``mod``. Expected: the micro-batch group (index 0,
+    top level) with the two blocks; the module block as a forward layer group of step 0 inside
+    micro-batch block (0, 0); the first micro-batch's four copies, also in (0, 0); the second's
+    four, in (0, 1). Nothing is left outside the micro-batches, so nothing more is searched."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    parts = []
+    for _ in range(2):
+        recv = b.task(th, "nccl:recv", 5, gap_ns=1)
+        mod = b.task(th, "mod", 7, gap_ns=1)
+        parts.append((recv, mod, _planted(b, th)))
+    b.annotate("ProfilerStep#1", th, parts[0][0], int(parts[1][2][-1][-1]))
+    g = b.build().validate()
+    tasks = np.array(
+        [t for recv, mod, planted in parts for t in (recv, mod, *np.concatenate(planted))],
+        dtype=np.int64,
+    )
+    module = np.array([parts[0][1]], dtype=np.int64)
+    out = _groups(g, th, tasks, module)
+    assert [(x.processor_idx, x.level, x.phase, x.step, x.parent) for x in out] == [
+        (th, "microbatch", "forward", 0, (-1, -1)),
+        (th, "layer", "forward", 0, (0, 0)),
+        (th, "layer", "forward", 0, (0, 0)),
+        (th, "layer", "forward", 0, (0, 1)),
+    ]
+    assert [blk.tolist() for blk in out[0].blocks] == [tasks[:34].tolist(), tasks[34:].tolist()]
+    assert [blk.tolist() for blk in out[1].blocks] == [module.tolist()]
+    assert [blk.tolist() for blk in out[2].blocks] == [p.tolist() for p in parts[0][2]]
+    assert [blk.tolist() for blk in out[3].blocks] == [p.tolist() for p in parts[1][2]]
