@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from lumos.estimate.baseline import detect_baseline
+from lumos.errors import ConfigError
+from lumos.estimate.baseline import KEYS, detect_baseline
+from lumos.graph.kinds import AnnotationKind
 from lumos.graph.model import Workload
 from lumos.graph.synthetic import GraphBuilder
 from lumos.replay import build_workload
@@ -23,11 +26,12 @@ NO_HEADS = "no attention tensor (b, heads, s, hidden / heads)"
 LOGITS = "last dimension of the logits (log-softmax input)"
 
 
-def job(shapes: dict[str, str]) -> Workload:
+def job(shapes: dict[str, str], *, world_size: int = 1, module: str = "") -> Workload:
     """One rank, 2 marked steps; per step: an embedding, 2 forward blocks of :data:`FWD`, 2
     backward blocks of 8 ops, ``aten::_log_softmax`` and the loss. ``shapes`` gives an op name
-    its recorded input shapes (the others have none)."""
-    b = GraphBuilder()
+    its recorded input shapes (the others have none); a ``module`` class wraps each forward block
+    in an ``nn.Module: <module>_<i>`` span (``i`` = 0, 1 in each step)."""
+    b = GraphBuilder(world_size=world_size)
     th = b.thread(1)
     clock = 0
 
@@ -40,9 +44,12 @@ def job(shapes: dict[str, str]) -> Workload:
     for s in range(2):
         start = clock
         first = op("aten::embedding", 200)
-        for _ in range(2):
-            for name in FWD:
-                op(name, 10)
+        for i in range(2):
+            at = clock
+            ops = [op(name, 10) for name in FWD]
+            if module:
+                b.annotate(f"nn.Module: {module}_{i}", th, ops[0], ops[-1], kind=AnnotationKind.USER,
+                           ts_ns=at, dur_ns=clock - at)  # fmt: skip
         for _ in range(2):
             for k in range(8):
                 op(f"Op{k}Backward0", 20)
@@ -163,3 +170,56 @@ def test_the_recorded_four_stage_pipeline_gives_its_whole_configuration():
         "layers": "2, 2, 2, 2 repeated blocks per rank x pp 4",
         "microbatches": "micro-batch blocks (one send/receive each) per step",
     }
+
+
+#: The (b, s, hidden) = (2, 8, 32) activations of :func:`test_activations_without_products_or_logits_give_b_s_hidden_alone`.
+ACTS = {n: "[[2, 8, 32]]" for n in FWD[1:]}
+
+
+def test_unknown_baseline_keys_are_refused_naming_the_first_in_order_and_the_known_ones():
+    """Two unknown keys: the error names the first in sorted order (``alpha`` before
+    ``zeta``), then lists :data:`KEYS` in their order, comma-separated."""
+    with pytest.raises(ConfigError) as err:
+        detect_baseline(job(ACTS), {"zeta": 1, "alpha": 2, "seq": 4})
+    assert str(err.value) == (
+        "--baseline alpha=...: unknown key (known: layers, hidden, ffn, heads, seq, "
+        "microbatch_size, tokens, microbatches, vocab, pp, dp)"
+    )
+    assert len(KEYS) == 11
+
+
+def test_given_values_override_found_ones_and_the_tokens_follow_from_them():
+    """``seq=4`` and ``microbatch_size=3`` given over the found 8 and 2: both are taken and
+    said to be given; ``tokens`` (found 16 = 2 x 8) is derived again from the given two,
+    3 x 4 = 12; the found hidden (32) stays."""
+    base = detect_baseline(job(ACTS), {"seq": 4, "microbatch_size": 3})
+    assert (base.values["seq"], base.values["microbatch_size"], base.values["tokens"]) == (4, 3, 12)
+    assert (base.how["seq"], base.how["microbatch_size"], base.how["tokens"]) == (
+        "given (--baseline)", "given (--baseline)", "microbatch_size x seq")  # fmt: skip
+    assert base.values["hidden"] == 32
+
+
+def test_a_given_pp_divides_the_world_size_for_the_recorded_dp():
+    """World size 8, no point-to-point messages (so pp 1 found) and no process groups: with
+    nothing given dp is 8 / 1 = 8; with ``pp=4`` given, dp is 8 / 4 = 2 and pp is 4 (given).
+    The layer count still multiplies the found pp, 1: 2 blocks per rank x 1."""
+    found = detect_baseline(job(ACTS, world_size=8))
+    assert (found.values["pp"], found.values["dp"]) == (1, 8)
+    assert found.how["dp"] == "world size 8 / pp 1"
+    base = detect_baseline(job(ACTS, world_size=8), {"pp": 4})
+    assert (base.values["pp"], base.how["pp"]) == (4, "given (--baseline)")
+    assert (base.values["dp"], base.how["dp"]) == (2, "world size 8 / pp 4")
+    assert (base.values["layers"], base.how["layers"]) == (2, "2 repeated blocks per rank x pp 1")
+
+
+@pytest.mark.parametrize("cls", ["Block", "BlockX", "Odd(X"])
+def test_layers_from_module_annotations_name_the_module_class_in_their_how(cls):
+    """Each forward block wrapped in ``nn.Module: <cls>_0`` / ``<cls>_1``: the layer class
+    is ``cls`` (2 instances), 2 forward calls per step, so the ``how`` reads "2 forward calls
+    of nn.Module: <cls> per rank x pp 1": the map's "module annotations (nn.Module: <cls>)"
+    less its prefix and closing parenthesis, the class name whole (one ending in ``X``, one
+    holding an opening parenthesis: Kineto names are free text)."""
+    base = detect_baseline(job(ACTS, module=cls))
+    assert base.layer_maps[0].how == f"module annotations (nn.Module: {cls})"
+    assert (base.values["layers"], base.how["layers"]) == (
+        2, f"2 forward calls of nn.Module: {cls} per rank x pp 1")  # fmt: skip
