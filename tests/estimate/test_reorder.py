@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lumos.errors import SimulationError
+from lumos.errors import ConfigError, SimulationError
 from lumos.estimate import estimate, parse_scenario
 from lumos.estimate.baseline import detect_baseline
-from lumos.estimate.reorder import batch_sends, rebuild_in_order
+from lumos.estimate.reorder import batch_sends, rebuild_in_order, reorder_blocks
 from lumos.estimate.reshape import reshape_workload
 from lumos.graph.kinds import AnnotationKind, CommType, DepKind, TaskKind, WaitKind
 from lumos.graph.synthetic import GraphBuilder
@@ -264,3 +264,46 @@ def test_a_re_ordered_pipeline_that_cannot_finish_says_why(monkeypatch):
         "it, as batch_isend_irecv does, in 1f1b orders, and every send without blocking in "
         "interleaved ones). (stage 1 waits for a send)"
     )
+
+
+def _blocks_on_two_processors():
+    """A thread ``x A1 A2 y B1 B2 z`` (tasks 0-6) and a stream ``kA m kB`` (7-9); block 0 is
+    ``A1 A2 kA``, block 1 ``B1 B2 kB``, each listed out of program order."""
+    bld = GraphBuilder()
+    th, st = bld.thread(1), bld.stream(7)
+    for name in ("x", "A1", "A2", "y", "B1", "B2", "z"):
+        bld.task(th, name, 10)
+    for name in ("kA", "m", "kB"):
+        bld.task(st, name, 5)
+    return bld.build().validate(), [np.array([7, 2, 1]), np.array([5, 9, 4])]
+
+
+def test_blocks_run_in_the_new_order_from_where_the_first_began_on_each_processor():
+    """Order ``[1, 0]``: on the thread, at ``A1`` (the first block task) come block 1's
+    ``B1 B2`` then block 0's ``A1 A2``, each in program order, and the tasks between them
+    (``y``) and after (``z``) follow; on the stream ``kB kA`` at ``kA``'s place, then ``m``.
+    New indices: x 0, B1 1, B2 2, A1 3, A2 4, y 5, z 6, kB 7, kA 8, m 9."""
+    g, blocks = _blocks_on_two_processors()
+    out, new_of = reorder_blocks(g, blocks, [1, 0])
+    assert [out.task_name(i) for i in range(10)] == [
+        "x", "B1", "B2", "A1", "A2", "y", "z", "kB", "kA", "m"]  # fmt: skip
+    assert new_of.tolist() == [0, 3, 4, 5, 1, 2, 6, 8, 9, 7]
+    assert out.tasks.processor_idx.tolist() == [0] * 7 + [1] * 3
+    same, _ = reorder_blocks(g, blocks, [0, 1])
+    assert [same.task_name(i) for i in range(10)] == [
+        "x", "A1", "A2", "B1", "B2", "y", "z", "kA", "kB", "m"]  # fmt: skip
+
+
+@pytest.mark.parametrize("order", [[0, 0], [1], [0, 1, 2], [1, 2]])
+def test_an_order_that_is_not_a_permutation_of_the_blocks_is_refused(order):
+    """A repeated, missing, extra or out-of-range block index: one ConfigError saying so."""
+    g, blocks = _blocks_on_two_processors()
+    with pytest.raises(ConfigError) as err:
+        reorder_blocks(g, blocks, order)
+    assert str(err.value) == "reorder_blocks: order must be a permutation of the blocks"
+
+
+def test_no_blocks_on_an_empty_graph_is_an_empty_graph():
+    """No task, no block: an empty graph and an empty integer index."""
+    out, new_of = reorder_blocks(GraphBuilder().build(), [], [])
+    assert (out.num_tasks, new_of.tolist(), new_of.dtype) == (0, [], np.int64)
