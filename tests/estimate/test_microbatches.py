@@ -115,3 +115,13 @@ def test_with_three_runs_each_open_end_meets_its_own_neighbour():
     the 15 ops). The first run's end is cut to 5, where the second begins; the second's end
     (9) stays before the third (10)."""
     assert blocks("RxxxRxSySyRzRzz") == [([0, 4], [4, 5]), ([5, 7], [7, 9]), ([10, 12], [12, 14])]
+
+
+def test_an_open_first_block_reaching_back_yields_to_the_receive_before_it():
+    """``R x x x R x x x R x S y y y y y S``: receives at 0, 4, 8 give blocks [0, 4), [4, 8) and
+    an open last one from 8 (8 + 4 = 12); sends at 10, 16 give [11, 17) and an open first one
+    reaching back as far as the one after (11 - 6 = 5). The open ends meet inside the
+    receive's block, which keeps its own message: it ends at 9 (not at 5, which would put the
+    receive in a block ending before it starts), and the send run's first block starts there:
+    [9, 11)."""
+    assert blocks("RxxxRxxxRxSyyyyyS") == [([0, 4, 8], [4, 8, 9]), ([9, 11], [11, 17])]

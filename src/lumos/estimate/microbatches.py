@@ -56,11 +56,12 @@ def microbatch_blocks(
             ends = [r + 1 for r in run]
             starts = [max(0, run[0] + 1 - (run[1] - run[0])), *ends[:-1]]
         out.append((starts, ends))
-    # open ends stop where the neighbouring run's blocks begin or end
+    # open ends stop where the neighbouring run's blocks begin or end, but a block keeps at
+    # least its own message (the next run's open first block yields to it)
     for k in range(len(out)):
         starts, ends = out[k]
         if k + 1 < len(out):
-            ends[-1] = min(ends[-1], out[k + 1][0][0])
+            ends[-1] = max(min(ends[-1], out[k + 1][0][0]), starts[-1] + 1)
         if k > 0:
             starts[0] = max(starts[0], out[k - 1][1][-1])
     return out
