@@ -198,3 +198,49 @@ def test_kernels_launched_together_keep_their_stream_order_among_later_work():
     assert int(g.tasks.dur_ns[sync]) == 1_000
     # a replay of the recording returns it at 1186 us, 1136 us after the first launch (time 0)
     assert int(simulate(g).end_ns[sync]) == 1_136_000
+
+
+def _sync_on(call_args: dict[str, Any], extra: list[dict[str, Any]]):
+    """``_graph((7, 30), (8, 20), 12)``, the sync call's args extended by ``call_args`` and
+    the trace by ``extra``: by inference the call waits for stream 7 (its kernel ends at 30 us
+    inside the 12-32 us call, after stream 8's at 20 us)."""
+    sync = _call("cudaStreamSynchronize", 12, 20, 3)
+    sync["args"].update(call_args)
+    return _build([
+        _call("cudaLaunchKernel", 0, 5, 1), _kernel("k1", 7, 10, 20, 1),
+        _call("cudaLaunchKernel", 6, 5, 2), _kernel("k2", 8, 12, 8, 2),
+        sync, *extra,
+    ])  # fmt: skip
+
+
+def _waited_tid(g) -> list[int]:
+    assert g.waits.kind.tolist() == [WaitKind.STREAM]
+    return [int(g.processors.tid[p]) for p in g.waits.target_processor_idx.tolist()]
+
+
+def test_a_sync_waits_for_the_stream_its_trace_names_over_the_one_inference_would_pick():
+    """A ``cuda_sync`` "Stream Sync" event of the call's correlation (3) naming stream 8, or a
+    HIP-style stream argument 8 on the call, says the call waited for stream 8, though stream
+    7's work ended inside it; a stream argument the trace has no stream for (99), or the null
+    stream (0), says nothing: inference, stream 7."""
+    named = {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 8, "ts": 31,
+             "dur": 0.01, "args": {"cuda_sync_kind": "Stream Sync", "stream": 8,
+                                   "correlation": 3, "device": 0}}  # fmt: skip
+    assert _waited_tid(_sync_on({}, [named])) == [8]
+    assert _waited_tid(_sync_on({"stream": 8}, [])) == [8]
+    assert _waited_tid(_sync_on({"stream": 99}, [])) == [7]
+    assert _waited_tid(_sync_on({"stream": 0}, [])) == [7]
+    assert _waited_tid(_sync_on({}, [])) == [7]
+
+
+def test_a_sync_no_stream_can_be_found_for_is_warned_with_its_call_and_makes_no_wait():
+    """A ``cudaStreamSynchronize`` at 2-3 us, before the thread's only launch (at 5 us, of a
+    kernel on stream 7 at 10-20 us): no stream named, none launched before it, none whose work
+    ended inside it. One ``sync_target_unknown`` naming the call and its start, no wait."""
+    g = _build([
+        _call("cudaStreamSynchronize", 2, 1, 1),
+        _call("cudaLaunchKernel", 5, 5, 2), _kernel("k1", 7, 10, 10, 2),
+    ])  # fmt: skip
+    assert g.diagnostics.count("sync_target_unknown") == 1
+    assert g.diagnostics.example("sync_target_unknown") == "cudaStreamSynchronize at 2000 ns"
+    assert len(g.waits) == 0
