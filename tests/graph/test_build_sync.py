@@ -244,3 +244,24 @@ def test_a_sync_no_stream_can_be_found_for_is_warned_with_its_call_and_makes_no_
     assert g.diagnostics.count("sync_target_unknown") == 1
     assert g.diagnostics.example("sync_target_unknown") == "cudaStreamSynchronize at 2000 ns"
     assert len(g.waits) == 0
+
+
+def test_a_stream_wait_waits_for_the_recording_stream_its_record_names_not_the_last_launched():
+    """As above (with ``stream`` 8), plus a launch at 3 us of ``k0`` on stream 9 (kernel
+    14-16 us): the record call at 6 us follows that launch, but its ``cuda_sync`` record
+    names stream 7 as the recording stream (``wait_on_stream``), so stream 8 waits for k1, the
+    last work launched on stream 7 before the record, not for k0."""
+    args: dict[str, Any] = {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7,
+                            "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
+                            "device": 0, "stream": 8}  # fmt: skip
+    g = _build([
+        _call("cudaLaunchKernel", 0, 2, 1), _kernel("k1", 7, 10, 20, 1),
+        _call("cudaLaunchKernel", 3, 2, 5), _kernel("k0", 9, 14, 2, 5),
+        _call("cudaEventRecord", 6, 1, 2),
+        _call("cudaStreamWaitEvent", 8, 1, 3),
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 8,
+         "ts": 8.5, "dur": 0.01, "args": args},
+        _call("cudaLaunchKernel", 12, 5, 4), _kernel("k2", 8, 40, 10, 4),
+    ])  # fmt: skip
+    assert _inter_stream(g) == [("k1", "k2")]
+    assert g.diagnostics.count("stream_wait_without_record") == 0
