@@ -265,3 +265,24 @@ def test_a_stream_wait_waits_for_the_recording_stream_its_record_names_not_the_l
     ])  # fmt: skip
     assert _inter_stream(g) == [("k1", "k2")]
     assert g.diagnostics.count("stream_wait_without_record") == 0
+
+
+def test_work_queued_before_the_window_opened_is_launched_just_before_it():
+    """Stream 7 runs ``queued`` at 10 us (its launch is not in the trace) before ``k0``, the
+    stream's first launched task (launched at 20 us, runs 30-35 us), and ``lost`` at 50 us
+    (no launch either, but after a launched task). The window opens at 10 us, the earliest
+    start: ``queued`` was launched before anything in it, at 10 us - 1 ns, the latest time
+    outside it; ``lost`` keeps its recorded start; so the order is queued, k0, lost."""
+    doc = {"traceEvents": [
+        _kernel("queued", 7, 10, 5, 98),
+        _call("cudaLaunchKernel", 20, 5, 1), _kernel("k0", 7, 30, 5, 1),
+        _kernel("lost", 7, 50, 5, 99),
+    ]}  # fmt: skip
+    trace = trace_from_bytes(json.dumps(doc).encode(), "t.json")
+    layout = lay_out_tasks(trace, blocking_copies(trace))
+    assert layout.origin_ns == 10_000
+    order = find_launches(trace, layout).stream_order
+    (gp,) = order
+    times, tasks = order[gp]
+    assert [trace.name_of(int(e)) for e in layout.event_idx[tasks]] == ["queued", "k0", "lost"]
+    assert times.tolist() == [9_999, 20_000, 50_000]
