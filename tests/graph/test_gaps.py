@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from lumos.graph.build import build_graph
+from lumos.graph.build_blocking import blocking_copies
 from lumos.graph.build_gaps import Candidates, _own_releaser, releaser, thread_gaps
-from lumos.graph.build_tasks import MARK, START, TaskLayout
+from lumos.graph.build_tasks import MARK, START, TaskLayout, lay_out_tasks
 from lumos.graph.model import DepKind
-from lumos.ingest.kineto import read_kineto
+from lumos.ingest.kineto import read_kineto, trace_from_bytes
 
 
 def _ev(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
@@ -207,3 +208,20 @@ def test_a_cpu_task_releases_a_thread_only_if_it_started_within_the_gap_and_kept
     assert releaser(100, 400, 200, 0, [own, one(5, 99, 300)], end, next_start, on_stream) == -1
     empty = Candidates(z, z, z, np.zeros(1, dtype=np.int64))
     assert releaser(100, 400, 0, 0, [own, empty], end, next_start, on_stream) == -1
+
+
+def test_a_trace_with_nothing_to_place_lays_out_no_task() -> None:
+    """A trace whose only event is a user annotation (an annotation, not a task) places no task
+    on any processor: every column is empty, each with the type the layout declares (bool for
+    ``is_wait``), one processor boundary (0), no processor, origin 0."""
+    ev = {"ph": "X", "cat": "user_annotation", "name": "fwd", "pid": 1, "tid": 1, "ts": 5, "dur": 3}
+    t = trace_from_bytes(json.dumps({"traceEvents": [ev]}).encode(), "t.json")
+    layout = lay_out_tasks(t, blocking_copies(t))
+    cols = ("event_idx", "kind", "processor_idx", "ts_ns", "dur_ns", "is_wait", "mark")
+    got = {c: (getattr(layout, c).size, getattr(layout, c).dtype) for c in cols}
+    i64, i32 = np.dtype(np.int64), np.dtype(np.int32)
+    assert got == {"event_idx": (0, i64), "kind": (0, np.dtype(np.int8)), "processor_idx": (0, i32),
+                   "ts_ns": (0, i64), "dur_ns": (0, i64), "is_wait": (0, np.dtype(bool)),
+                   "mark": (0, i32)}  # fmt: skip
+    assert layout.proc_ptr.tolist() == [0]
+    assert (layout.processors.size, layout.origin_ns, len(layout)) == (0, 0, 0)
