@@ -60,3 +60,4 @@ def test_a_list_schedule_reads_only_each_rows_own_predecessors():
     start, end = list_schedule(order, PRED_PTR, PRED_IDX, DUR, proc, 3)
     assert start.tolist() == [0, 3, 3, 13, 0]
     assert end.tolist() == [3, 7, 13, 15, 1]
+    assert start.dtype == end.dtype == np.int64  # integer ns, as the compiled module returns
