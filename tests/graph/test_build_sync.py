@@ -198,3 +198,91 @@ def test_kernels_launched_together_keep_their_stream_order_among_later_work():
     assert int(g.tasks.dur_ns[sync]) == 1_000
     # a replay of the recording returns it at 1186 us, 1136 us after the first launch (time 0)
     assert int(simulate(g).end_ns[sync]) == 1_136_000
+
+
+def _sync_on(call_args: dict[str, Any], extra: list[dict[str, Any]]):
+    """``_graph((7, 30), (8, 20), 12)``, the sync call's args extended by ``call_args`` and
+    the trace by ``extra``: by inference the call waits for stream 7 (its kernel ends at 30 us
+    inside the 12-32 us call, after stream 8's at 20 us)."""
+    sync = _call("cudaStreamSynchronize", 12, 20, 3)
+    sync["args"].update(call_args)
+    return _build([
+        _call("cudaLaunchKernel", 0, 5, 1), _kernel("k1", 7, 10, 20, 1),
+        _call("cudaLaunchKernel", 6, 5, 2), _kernel("k2", 8, 12, 8, 2),
+        sync, *extra,
+    ])  # fmt: skip
+
+
+def _waited_tid(g) -> list[int]:
+    assert g.waits.kind.tolist() == [WaitKind.STREAM]
+    return [int(g.processors.tid[p]) for p in g.waits.target_processor_idx.tolist()]
+
+
+def test_a_sync_waits_for_the_stream_its_trace_names_over_the_one_inference_would_pick():
+    """A ``cuda_sync`` "Stream Sync" event of the call's correlation (3) naming stream 8, or a
+    HIP-style stream argument 8 on the call, says the call waited for stream 8, though stream
+    7's work ended inside it; a stream argument the trace has no stream for (99), or the null
+    stream (0), says nothing: inference, stream 7."""
+    named = {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 8, "ts": 31,
+             "dur": 0.01, "args": {"cuda_sync_kind": "Stream Sync", "stream": 8,
+                                   "correlation": 3, "device": 0}}  # fmt: skip
+    assert _waited_tid(_sync_on({}, [named])) == [8]
+    assert _waited_tid(_sync_on({"stream": 8}, [])) == [8]
+    assert _waited_tid(_sync_on({"stream": 99}, [])) == [7]
+    assert _waited_tid(_sync_on({"stream": 0}, [])) == [7]
+    assert _waited_tid(_sync_on({}, [])) == [7]
+
+
+def test_a_sync_no_stream_can_be_found_for_is_warned_with_its_call_and_makes_no_wait():
+    """A ``cudaStreamSynchronize`` at 2-3 us, before the thread's only launch (at 5 us, of a
+    kernel on stream 7 at 10-20 us): no stream named, none launched before it, none whose work
+    ended inside it. One ``sync_target_unknown`` naming the call and its start, no wait."""
+    g = _build([
+        _call("cudaStreamSynchronize", 2, 1, 1),
+        _call("cudaLaunchKernel", 5, 5, 2), _kernel("k1", 7, 10, 10, 2),
+    ])  # fmt: skip
+    assert g.diagnostics.count("sync_target_unknown") == 1
+    assert g.diagnostics.example("sync_target_unknown") == "cudaStreamSynchronize at 2000 ns"
+    assert len(g.waits) == 0
+
+
+def test_a_stream_wait_waits_for_the_recording_stream_its_record_names_not_the_last_launched():
+    """As above (with ``stream`` 8), plus a launch at 3 us of ``k0`` on stream 9 (kernel
+    14-16 us): the record call at 6 us follows that launch, but its ``cuda_sync`` record
+    names stream 7 as the recording stream (``wait_on_stream``), so stream 8 waits for k1, the
+    last work launched on stream 7 before the record, not for k0."""
+    args: dict[str, Any] = {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7,
+                            "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
+                            "device": 0, "stream": 8}  # fmt: skip
+    g = _build([
+        _call("cudaLaunchKernel", 0, 2, 1), _kernel("k1", 7, 10, 20, 1),
+        _call("cudaLaunchKernel", 3, 2, 5), _kernel("k0", 9, 14, 2, 5),
+        _call("cudaEventRecord", 6, 1, 2),
+        _call("cudaStreamWaitEvent", 8, 1, 3),
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 8,
+         "ts": 8.5, "dur": 0.01, "args": args},
+        _call("cudaLaunchKernel", 12, 5, 4), _kernel("k2", 8, 40, 10, 4),
+    ])  # fmt: skip
+    assert _inter_stream(g) == [("k1", "k2")]
+    assert g.diagnostics.count("stream_wait_without_record") == 0
+
+
+def test_work_queued_before_the_window_opened_is_launched_just_before_it():
+    """Stream 7 runs ``queued`` at 10 us (its launch is not in the trace) before ``k0``, the
+    stream's first launched task (launched at 20 us, runs 30-35 us), and ``lost`` at 50 us
+    (no launch either, but after a launched task). The window opens at 10 us, the earliest
+    start: ``queued`` was launched before anything in it, at 10 us - 1 ns, the latest time
+    outside it; ``lost`` keeps its recorded start; so the order is queued, k0, lost."""
+    doc = {"traceEvents": [
+        _kernel("queued", 7, 10, 5, 98),
+        _call("cudaLaunchKernel", 20, 5, 1), _kernel("k0", 7, 30, 5, 1),
+        _kernel("lost", 7, 50, 5, 99),
+    ]}  # fmt: skip
+    trace = trace_from_bytes(json.dumps(doc).encode(), "t.json")
+    layout = lay_out_tasks(trace, blocking_copies(trace))
+    assert layout.origin_ns == 10_000
+    order = find_launches(trace, layout).stream_order
+    (gp,) = order
+    times, tasks = order[gp]
+    assert [trace.name_of(int(e)) for e in layout.event_idx[tasks]] == ["queued", "k0", "lost"]
+    assert times.tolist() == [9_999, 20_000, 50_000]

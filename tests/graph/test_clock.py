@@ -101,6 +101,23 @@ def test_a_drifting_clock_is_fitted_with_a_slope():
     assert 500_000 <= fit.offset_ns <= 503_000
 
 
+def test_an_unpinned_drift_is_the_gentlest_slope_leaving_two_launch_latencies_of_room():
+    """One launch bound, offset >= 0 at the origin, and one sync bound, offset <= -3 us at
+    100 ms: no constant fits (0 > -3 us + 1 us), and the room a slope b leaves, -3 us - b*100 ms
+    - 0, grows without end as b falls, so the steepest allowed slope (-5 %) is not taken: the
+    gentlest one leaving 2 * 5 us of room is, -3 us - b * 1e8 = 10 us, b = -1.3e-4. The interval
+    at the origin is then [0, 10 us], the offset its middle, over the bounds' span [0, 100 ms]."""
+    fit = fit_clock(_bounds([0], [-3_000], [0.0], [1e8]), Diagnostics())
+    assert fit.drift == pytest.approx(-1.3e-4, rel=1e-9)
+    assert (fit.offset_ns, fit.lower_ns, fit.upper_ns, fit.span_ns) == (
+        5_000,
+        0,
+        10_000,
+        (0, 100_000_000),
+    )
+    assert fit.contradicted == 0
+
+
 def test_bounds_no_line_satisfies_are_counted_not_hidden():
     d = Diagnostics()
     fit = fit_clock(_bounds([0, 0, 5_000_000], [1_000, 1_000, 1_000], [0, 1, 2], [0, 1, 2]), d)

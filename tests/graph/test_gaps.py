@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from lumos.graph.build import build_graph
-from lumos.graph.build_gaps import Candidates, thread_gaps
-from lumos.graph.build_tasks import MARK, START, TaskLayout
+from lumos.graph.build_blocking import blocking_copies
+from lumos.graph.build_gaps import Candidates, _own_releaser, releaser, thread_gaps
+from lumos.graph.build_tasks import MARK, START, TaskLayout, lay_out_tasks
 from lumos.graph.model import DepKind
-from lumos.ingest.kineto import read_kineto
+from lumos.ingest.kineto import read_kineto, trace_from_bytes
 
 
 def _ev(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
@@ -171,3 +172,56 @@ def test_a_wait_between_the_same_two_ops_is_kept_when_found_in_at_least_half_the
                      strict=True))  # fmt: skip
     assert got == [(kernels[i], items[i], 1_000) for i in kept]
     assert g.diagnostics.count("wait_coincidence_dropped") == dropped
+
+
+def test_a_threads_own_collective_releases_it_only_when_it_ended_inside_the_gap() -> None:
+    """The thread's own collectives 7 and 9 end at 100 and 200 ns. The latest ending by the
+    resume (inclusive) is the releaser if it ended after the gap began: 9 for a gap 150-250 or
+    150-200; none for a gap from 200 (9 ended as it began) or one resuming at 50 (none ended
+    yet, however early the gap began); none without collectives of its own."""
+    own = (np.array([7, 9], dtype=np.int64), np.array([100, 200], dtype=np.int64))
+    assert _own_releaser(own, 150, 250) == 9
+    assert _own_releaser(own, 150, 200) == 9
+    assert _own_releaser(own, 50, 150) == 7
+    assert _own_releaser(own, 200, 250) == -1
+    assert _own_releaser(own, 20, 50) == -1
+    assert _own_releaser(None, 150, 250) == -1
+
+
+def test_a_cpu_task_releases_a_thread_only_if_it_started_within_the_gap_and_kept_busy() -> None:
+    """Thread 0 waits from 100 to 400 ns. Thread 1's task 5 ran 100-300: it started as the gap
+    began (not while the thread still ran, which would be a lock let go), kept thread 1 busy
+    200 ns, so with a 200 ns busy floor it released the thread; with a 201 ns floor, or had
+    it started at 99 ns, nothing did. Thread 0's own task 0 is never its releaser."""
+    end = np.array([400, 0, 0, 0, 0, 300], dtype=np.int64)
+    next_start = np.full(6, 1_000, dtype=np.int64)
+    on_stream = np.zeros(6, dtype=bool)
+    z = np.zeros(0, dtype=np.int64)
+
+    def one(task, start, finish):
+        arr = np.array([task], dtype=np.int64)
+        return Candidates(arr, np.array([finish]), np.array([start]), np.array([0, finish - start]))
+
+    own = one(0, 0, 400)
+    assert releaser(100, 400, 200, 0, [own, one(5, 100, 300)], end, next_start, on_stream) == 5
+    assert releaser(100, 400, 201, 0, [own, one(5, 100, 300)], end, next_start, on_stream) == -1
+    assert releaser(100, 400, 200, 0, [own, one(5, 99, 300)], end, next_start, on_stream) == -1
+    empty = Candidates(z, z, z, np.zeros(1, dtype=np.int64))
+    assert releaser(100, 400, 0, 0, [own, empty], end, next_start, on_stream) == -1
+
+
+def test_a_trace_with_nothing_to_place_lays_out_no_task() -> None:
+    """A trace whose only event is a user annotation (an annotation, not a task) places no task
+    on any processor: every column is empty, each with the type the layout declares (bool for
+    ``is_wait``), one processor boundary (0), no processor, origin 0."""
+    ev = {"ph": "X", "cat": "user_annotation", "name": "fwd", "pid": 1, "tid": 1, "ts": 5, "dur": 3}
+    t = trace_from_bytes(json.dumps({"traceEvents": [ev]}).encode(), "t.json")
+    layout = lay_out_tasks(t, blocking_copies(t))
+    cols = ("event_idx", "kind", "processor_idx", "ts_ns", "dur_ns", "is_wait", "mark")
+    got = {c: (getattr(layout, c).size, getattr(layout, c).dtype) for c in cols}
+    i64, i32 = np.dtype(np.int64), np.dtype(np.int32)
+    assert got == {"event_idx": (0, i64), "kind": (0, np.dtype(np.int8)), "processor_idx": (0, i32),
+                   "ts_ns": (0, i64), "dur_ns": (0, i64), "is_wait": (0, np.dtype(bool)),
+                   "mark": (0, i32)}  # fmt: skip
+    assert layout.proc_ptr.tolist() == [0]
+    assert (layout.processors.size, layout.origin_ns, len(layout)) == (0, 0, 0)

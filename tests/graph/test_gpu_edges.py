@@ -9,7 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from lumos.graph.build import build_graph
+from lumos.graph.build_deps import _held_by_other_stream
+from lumos.graph.build_tasks import TaskLayout
 from lumos.graph.model import DepKind, ExecGraph
 from lumos.ingest.kineto import read_kineto
 
@@ -80,3 +84,35 @@ def test_every_kernel_recorded_starting_before_its_stream_was_free_is_counted(
     assert g.names[int(g.tasks.name_idx[6])] == "k2"
     assert g.diagnostics.count("gpu_task_starts_before_its_dependencies") == 2
     assert g.diagnostics.example("gpu_task_starts_before_its_dependencies") == "task 6"
+
+
+def test_a_held_kernel_follows_the_latest_other_streams_end_passing_its_own_streams() -> None:
+    """Kernel 1 (stream 1, 1000-2500 ns) was held though ready at 0. By end, latest first, the
+    kernels ending by its start are 0 (its own stream, ending 950: passed over), then 2
+    (stream 2, ending 800): 2 held it, 200 ns before its start. Had kernel 2 been launched
+    after kernel 1 (submitted 60 vs 50), nothing held it. A task 2 ending 51 us before the
+    start is beyond a launch's cost: nothing."""
+    ts = np.array([900, 1_000, 700], dtype=np.int64)
+    end = np.array([950, 2_500, 800], dtype=np.int64)
+    n = ts.size
+    layout = TaskLayout(
+        event_idx=np.array([0, 1, 2], dtype=np.int64),
+        kind=np.full(n, 2, dtype=np.int8),
+        processor_idx=np.array([1, 1, 2], dtype=np.int32),
+        ts_ns=ts,
+        dur_ns=end - ts,
+        is_wait=np.zeros(n, dtype=bool),
+        mark=np.full(n, -1, dtype=np.int32),
+        proc_ptr=np.array([0, 0, 2, 3], dtype=np.int64),
+        processors=np.array([0, 1, 2], dtype=np.int32),
+        origin_ns=0,
+    )
+    held, ready = np.array([1], dtype=np.int64), np.zeros(n, dtype=np.int64)
+    src, dst, delay = _held_by_other_stream(layout, held, ts, end, ready)
+    assert (src.tolist(), dst.tolist(), delay.tolist()) == ([2], [1], [200])
+    submitted = np.array([40, 50, 60], dtype=np.int64)
+    src, dst, delay = _held_by_other_stream(layout, held, ts, end, ready, submitted)
+    assert (src.tolist(), dst.tolist(), delay.tolist()) == ([], [], [])
+    far = np.array([950, 2_500, 1_000 - 51_000], dtype=np.int64)
+    src, _, _ = _held_by_other_stream(layout, held, ts, far, ready)
+    assert src.tolist() == []

@@ -91,6 +91,16 @@ def test_validate_detects_broken_graphs() -> None:
     g = tiny()
     with pytest.raises(GraphError, match="dangling"):
         g.replace(edges=Edges.create(src=[0], dst=[9], kind=[0])).validate()
+    # one past the last task is dangling too, and the message names the column, row and range
+    with pytest.raises(GraphError, match=r"^edges\.dst\[0\] = 3 is dangling \(valid: 0\.\.2\)$"):
+        g.replace(edges=Edges.create(src=[0], dst=[3], kind=[0])).validate()
+    with pytest.raises(GraphError, match=r"^edges\.src\[1\] = -1 is dangling \(valid: 0\.\.2\)$"):
+        g.replace(edges=Edges.create(src=[0, -1], dst=[1, 2], kind=[0, 0])).validate()
+    # a column that may say "none" (-1) allows -1, not -2; with no comms nothing else
+    with pytest.raises(
+        GraphError, match=r"^tasks\.comm_idx\[1\] = -2 is dangling \(valid: -1\.\.-1\)$"
+    ):
+        g.replace(tasks=g.tasks.replace(comm_idx=np.array([-1, -2, -1]))).validate()
     with pytest.raises(GraphError, match="cycle"):
         g.replace(edges=Edges.create(src=[2, 1], dst=[0, 2], kind=[4, 2])).validate()
     with pytest.raises(GraphError, match="cycle"):

@@ -48,3 +48,16 @@ def test_a_list_schedule_waits_for_predecessors_and_for_the_processor():
     start, end = list_schedule(order, PRED_PTR, PRED_IDX, DUR, proc, 2)
     assert start.tolist() == [0, 3, 3, 13, -1]
     assert end.tolist() == [3, 7, 13, 15, 0]
+
+
+def test_a_list_schedule_reads_only_each_rows_own_predecessors():
+    """Row 4 has no predecessor and a processor (2) of its own, so it starts at 0 and ends at
+    its duration 1 even though it is scheduled last, after row 3 waited for row 2 until 13:
+    reading any predecessor list other than its own (rows 0-3 list 0, 0, 1, 2, ending as late
+    as 13) would start it at 13. The other rows keep the schedule of the test above."""
+    order = np.array([0, 1, 2, 3, 4], dtype=np.int64)
+    proc = np.array([0, 0, 1, 0, 2], dtype=np.int64)
+    start, end = list_schedule(order, PRED_PTR, PRED_IDX, DUR, proc, 3)
+    assert start.tolist() == [0, 3, 3, 13, 0]
+    assert end.tolist() == [3, 7, 13, 15, 1]
+    assert start.dtype == end.dtype == np.int64  # integer ns, as the compiled module returns

@@ -427,3 +427,25 @@ def test_cycles_found_through_the_processor_order_alone_cut_the_edge_or_the_wait
         a2: (0, 5), k3: (8, 28), s2: (28, 30), c2: (30, 35), x: (38, 48),
         a3: (0, 5), y1: (8, 18), c3: (18, 23), y2: (26, 36),
     }  # fmt: skip
+
+
+def test_a_stuck_task_waits_on_its_own_processors_previous_task_never_anothers():
+    """Thread: launch L (task 0), then S (task 1); stream: kernel K (task 2), launched by L; an
+    inferred SYNC edge K -> S. With S and K stuck there is no cycle among them: S follows L on
+    its thread (not stuck), K's only predecessor is L, and K, the first task on its stream,
+    follows nothing there (S, before it in processor order, is on another processor). So
+    nothing is cut. Had K followed S, K -> S -> K would be a cycle, and the SYNC edge cut."""
+    from lumos.graph.build_causal import _cuts
+
+    b = GraphBuilder()
+    th, st = b.thread(1), b.stream(7)
+    launch = b.task(th, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=0)
+    s = b.task(th, "aten::item", 10, ts_ns=10)
+    k = b.task(st, "k", 100, ts_ns=8)
+    b.edge(launch, k, DepKind.LAUNCH, 3)
+    b.edge(k, s, DepKind.SYNC, 2)
+    g = b.build()
+    assert (launch, s, k) == (0, 1, 2)
+    arrive = np.array([0, 10, 8], dtype=np.int64)
+    edges, waits = _cuts(g, np.array([s, k], dtype=np.int64), arrive)
+    assert (edges.tolist(), waits.tolist()) == ([], [])

@@ -9,6 +9,7 @@ and the replay must match the original's.
 from __future__ import annotations
 
 import json
+import re
 
 from tests.perturb import ranks_clock_offset, write
 from tests.realdata import needs_realdata, trace
@@ -43,6 +44,17 @@ def test_disagreeing_host_clocks_are_undone_by_the_collectives(tmp_path):
         assert abs(off - truth) <= 2_100, (g.rank, off, truth)  # the ends' own noise
     w, _ = build_workload([str(p) for p in moved], workers=1)
     assert sum(g.diagnostics.count("rank_clock_moved") for g in w.graphs) == 7
+    for g in w.graphs:  # each moved rank says how far, in us, its clock went: minus its move
+        i = next(k for k, d in enumerate(docs) if d["distributedInfo"]["rank"] == g.rank)
+        truth = (-1) ** i * 1_300_000 * (i + 1) - 1_300_000
+        if truth == 0:
+            assert g.diagnostics.count("rank_clock_moved") == 0
+            continue
+        said = g.diagnostics.example("rank_clock_moved")
+        m = re.fullmatch(rf"rank {g.rank}'s clock moved ([+-]\d+\.\d) us onto the job's "
+                         r"\(median end of its 8 collectives\)", said)  # fmt: skip
+        assert m is not None, said
+        assert abs(float(m.group(1)) * 1e3 + truth) <= 2_100, (said, truth)
     assert _steps(replay(w)) == _steps(replay(original))
 
 
