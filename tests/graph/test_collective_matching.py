@@ -185,14 +185,21 @@ def test_a_rank_twice_under_one_key_is_warned_and_its_later_task_stands_alone():
     b0 = GraphBuilder(rank=3, world_size=6)
     st0 = b0.stream(7)
     p0 = b0.process_group("0", (3, 5))
-    for ts, kind, seq in ((0, CommType.ALL_REDUCE, 1), (100, CommType.ALL_GATHER, 1),
-                          (200, CommType.ALL_REDUCE, 2), (300, CommType.BARRIER, 7)):
+    for ts, kind, seq in (
+        (0, CommType.ALL_REDUCE, 1),
+        (100, CommType.ALL_GATHER, 1),
+        (200, CommType.ALL_REDUCE, 2),
+        (300, CommType.BARRIER, 7),
+    ):
         b0.task(st0, "c", 10, TaskKind.COMM, ts_ns=ts, comm=b0.comm(kind, 8, p0, seq))
     b1 = GraphBuilder(rank=5, world_size=6)
     st1 = b1.stream(7)
     p1 = b1.process_group("0", (3, 5))
-    for ts, kind, seq in ((0, CommType.ALL_REDUCE, 1), (200, CommType.ALL_REDUCE, 2),
-                          (300, CommType.ALL_GATHER, 7)):
+    for ts, kind, seq in (
+        (0, CommType.ALL_REDUCE, 1),
+        (200, CommType.ALL_REDUCE, 2),
+        (300, CommType.ALL_GATHER, 7),
+    ):
         b1.task(st1, "c", 10, TaskKind.COMM, ts_ns=ts, comm=b1.comm(kind, 8, p1, seq))
     g = match_collectives(Workload((b1.build(), b0.build())))
     assert g.keys == (("coll", "0", "seq", 1), ("dup", 0, 1), ("coll", "0", "seq", 2),
