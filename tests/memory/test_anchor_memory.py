@@ -18,11 +18,11 @@ The job (graph processors: 0 thread B, 1 thread C without tasks, 2 thread A; tra
     6 (15)            A       200     7    yes  (ties task 2: the later row is last)
 
     memory row  ts   trace proc  device  bytes  total  reserved  op  shaped op  alloc
-    0           120  0 (A)       cuda:0   +256  1256   2048      20   0         -1
+    0           160  0 (A)       cuda:0   +256  1256   2048      20   0         -1
     1            90  0 (A)       cuda:0   +128  1400   2048      22  -1         -1
     2           130  0 (A)       cuda:1   +999   999    999      20   0         -1
     3           210  1 (B)       cuda:0    +64  1448   4096      23  23         -1
-    4           250  2 (C)       cuda:0   -128  1320   4096      -1  22          1
+    4           250  2 (C)       cuda:0   -128  1320   4096       0  22          1
     5           205  3 (none)    cuda:0    -32  1288   4096      -1  -1          2
     6           150  -1          cuda:0    +32  1320     -1      24   0         -1
     7           200  0 (A)       cuda:0   -256  1064   4096      25  -1          0
@@ -31,7 +31,7 @@ The job (graph processors: 0 thread B, 1 thread C without tasks, 2 thread A; tra
 Event rows name (names index): 20 aten::mm (3), 0 aten::linear (0), 22 aten::empty (1),
 23 autograd::MmBackward0 (6), 24 aten::zeros (9), 25 Optimizer.step#SGD.step (8), any other
 an unused name; shapes (dims index): 0 -> 2, 23 -> 0, 29 -> 1, 22 none. Phase spans (graph
-processor, start, end, name): (-1, 0, 1000, ProfilerStep#1), (2, 100, 125, model.forward),
+processor, start, end, name): (-1, 0, 1000, ProfilerStep#1), (2, 100, 165, model.forward),
 (-1, 205, 210, backward_pass), (0, 150, 400, Optimizer.zero_grad), (2, 195, 200,
 forward_hook), (1, 160, 260, Optimizer.step). Capacity: GPU 0 80,000 bytes, GPU 1 40,000.
 """
@@ -64,11 +64,11 @@ def _events(rows: list[tuple[int, ...]]) -> MemoryEvents:
 
 
 MEM = [
-    (120, 0, 1, 0, 256, 1256, 2048, 20, 0, -1),
+    (160, 0, 1, 0, 256, 1256, 2048, 20, 0, -1),
     (90, 0, 1, 0, 128, 1400, 2048, 22, -1, -1),
     (130, 0, 1, 1, 999, 999, 999, 20, 0, -1),
     (210, 1, 1, 0, 64, 1448, 4096, 23, 23, -1),
-    (250, 2, 1, 0, -128, 1320, 4096, -1, 22, 1),
+    (250, 2, 1, 0, -128, 1320, 4096, 0, 22, 1),
     (205, 3, 1, 0, -32, 1288, 4096, -1, -1, 2),
     (150, -1, 1, 0, 32, 1320, -1, 24, 0, -1),
     (200, 0, 1, 0, -256, 1064, 4096, 25, -1, 0),
@@ -91,7 +91,7 @@ def _dims() -> tuple[np.ndarray, tuple[str, ...]]:
 SPANS = (
     np.array([-1, 2, -1, 0, 2, 1], I32),
     np.array([0, 100, 205, 150, 195, 160], I64),
-    np.array([1000, 125, 210, 400, 200, 260], I64),
+    np.array([1000, 165, 210, 400, 200, 260], I64),
     ["ProfilerStep#1", "model.forward", "backward_pass", "Optimizer.zero_grad", "forward_hook",
      "Optimizer.step"],
 )  # fmt: skip
@@ -113,8 +113,8 @@ def _anchor(mem: MemoryEvents, *, dims=None, cpu=None, event=None, capacity=None
 def test_events_are_anchored_sized_named_shaped_and_phased_exactly():
     """The training device is cuda:0 (8 events; cuda:1 has 1): memory rows 0, 1, 3-8 in that
     order. Anchors: on B, row 3 (210) -> task 0 (150); thread C has no task; on A (tasks by
-    start 1, 2, 6), row 0 (120) -> 1, row 1 (90, before all) -> 1, row 7 (200, the ties'
-    last) -> 6. The rest by start over all threads (1, 0, 2, 6, 5): row 4 (250) -> 6, row 5
+    start 1, 2, 6), row 0 (160; over all threads it would be B's task 0) -> 1, row 1 (90,
+    before all) -> 1, row 7 (200, the ties' last) -> 6. The rest by start over all threads (1, 0, 2, 6, 5): row 4 (250) -> 6, row 5
     (205) -> 6, row 6 (150, at task 0's start; processor -1, not trace processor 0) -> 0,
     row 8 (40) -> 1.
     Size steps: the totals' differences from 1256 - 256 = 1000. Free links: row 4 frees memory
@@ -129,12 +129,12 @@ def test_events_are_anchored_sized_named_shaped_and_phased_exactly():
     assert m is not None and len(m) == 8
     cols = {
         "event_idx": ([0, 0, 12, 15, 15, 12, 15, 0], I64),
-        "offset_ns": ([20, -10, 60, 50, 5, 0, 0, -60], I64),
+        "offset_ns": ([60, -10, 60, 50, 5, 0, 0, -60], I64),
         "anchor_dur_ns": ([50, 50, 40, 7, 7, 40, 7, 50], I64),
         "delta_bytes": ([256, 144, 48, -128, -32, 32, -256, 16], I64),
         "num_bytes": ([256, 128, 64, -128, -32, 32, -256, 16], I64),
         "alloc_row": ([-1, -1, -1, 1, -1, -1, 0, -1], I64),
-        "op_name_idx": ([2, 1, 3, -1, -1, 5, 4, -1], I32),
+        "op_name_idx": ([2, 1, 3, 0, -1, 5, 4, -1], I32),
         "phase": ([1, 0, 3, 3, 2, 0, 1, 0], np.int8),
         "total_reserved": ([2048, 2048, 4096, 4096, 4096, -1, 4096, 4096], I64),
         "shape_name_idx": ([0, -1, 3, 1, -1, 0, -1, -1], I32),
