@@ -114,10 +114,9 @@ def test_events_are_anchored_sized_named_shaped_and_phased_exactly():
     """The training device is cuda:0 (8 events; cuda:1 has 1): memory rows 0, 1, 3-8 in that
     order. Anchors: on B, row 3 (210) -> task 0 (150); thread C has no task; on A (tasks by
     start 1, 2, 6), row 0 (160; over all threads it would be B's task 0) -> 1, row 1 (90,
-    before all) -> 1, row 7 (200, the ties' last) -> 6. The rest by start over all threads (1, 0, 2, 6, 5): row 4 (250) -> 6, row 5
-    (205) -> 6, row 6 (150, at task 0's start; processor -1, not trace processor 0) -> 0,
-    row 8 (40) -> 1.
-    Size steps: the totals' differences from 1256 - 256 = 1000. Free links: row 4 frees memory
+    before all) -> 1, row 7 (200, the ties' last) -> 6. The rest by start over all threads
+    (1, 0, 2, 6, 5): row 4 (250) -> 6, row 5 (205) -> 6, row 6 (150, at task 0's start;
+    processor -1, not trace processor 0) -> 0, row 8 (40) -> 1. Size steps: the totals' differences from 1256 - 256 = 1000. Free links: row 4 frees memory
     row 1 (here row 1), row 5 an allocation on cuda:1 (not here: -1), row 7 row 0. Names used:
     0, 1, 3, 6, 8, 9, numbered 0..5 in that order. Shapes used: dims 0 and 2 -> 0, 1 (row 4's
     aten::empty has no shape; dims 1 belongs to no shaped op of these rows). Phases: row 0 in model.forward on A; row 1 none; row 3 names
