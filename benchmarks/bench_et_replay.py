@@ -1,7 +1,7 @@
 """Acceptance of ``lumos bench`` (issue 33): traces executed on this machine, against their source.
 
     .venv/bin/python benchmarks/bench_et_replay.py -o OUT [--only realdata bundled whatif synth
-        comms] [--rounds 3] [--steps 4]
+        comms] [--rounds 3] [--steps 4] [--model '--hidden 1024 --seq 512']
 
 Sections (each prints its table; everything lands in ``OUT/results.json``):
 
@@ -45,6 +45,8 @@ REALDATA = {"linear": f"{PARAM}/linear_et.json.gz",
             "resnet_1gpu": f"{PARAM}/resnet_1gpu_et.json.tar.gz",
             "gpt2": f"{PARAM}/hf_GPT2_et.json.tar.gz"}  # fmt: skip
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+#: extra flags of ``lumos.examples.gpt`` for every recording (``--model``): the model's size
+MODEL: list[str] = []
 
 
 def _run(argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
@@ -60,7 +62,7 @@ def _run(argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
 def _collect(out: Path, ranks: int, steps: int, log: Path, *flags: str) -> Path:
     gpt = ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(ranks),
            "--master-port", str(_port()), "-m", "lumos.examples.gpt", "--mode", "ddp",
-           "--steps", str(steps + 2), *flags]  # fmt: skip
+           "--steps", str(steps + 2), *MODEL, *flags]  # fmt: skip
     _run([*LUMOS, "collect", "-o", str(out), "--et", "--steps", str(steps), "--", sys.executable,
           *gpt], log)  # fmt: skip
     return out
@@ -105,9 +107,11 @@ def realdata(out: Path, log: Path) -> dict[str, Any]:
     return rows
 
 
-def bundled(out: Path, log: Path, rounds: int, steps: int) -> dict[str, Any]:
+def bundled(
+    out: Path, log: Path, rounds: int, steps: int, world: tuple[int, ...] = (1, 2)
+) -> dict[str, Any]:
     res: dict[str, Any] = {}
-    for ranks in (1, 2):
+    for ranks in world:
         per = []
         for k in range(rounds):
             run = _collect(out / f"bundled{ranks}_r{k}", ranks, steps, log)
@@ -219,7 +223,18 @@ def main() -> int:
     p.add_argument("--only", nargs="+", default=["realdata", "bundled", "whatif", "synth", "comms"])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=4)
+    p.add_argument(
+        "--ranks",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="bundled: the world sizes to record and execute",
+    )
+    p.add_argument("--model", default="", metavar="FLAGS",
+                   help="flags of lumos.examples.gpt for every recording, e.g. "
+                        "'--hidden 1024 --seq 512' (default: its own small model)")  # fmt: skip
     args = p.parse_args()
+    MODEL[:] = args.model.split()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     log = out / "commands.log"
@@ -229,7 +244,7 @@ def main() -> int:
         if name == "realdata":
             results[name] = realdata(out, log)
         elif name == "bundled":
-            results[name] = bundled(out, log, args.rounds, args.steps)
+            results[name] = bundled(out, log, args.rounds, args.steps, tuple(args.ranks))
         elif name == "whatif":
             results[name] = whatif(out, log, args.rounds, args.steps)
         elif name == "synth":
