@@ -342,3 +342,33 @@ def test_without_launch_pacing_kernels_skip_their_launch_but_a_sync_waits_only_f
     r = simulate(g, launch_paces=False)
     assert times(r) == [(0, 5), (0, 100), (100, 102), (102, 107), (100, 600)]
     assert (int(r.cause_kind[sync]), int(r.cause_ref[sync])) == (CAUSE_WAIT, k1)
+
+
+def test_with_several_ranks_a_tie_between_two_edges_of_one_task_keeps_the_first_edge() -> None:
+    """Rank 0 is one task ``a`` [0, 3] and no edge, so rank 1's edge indices are global as
+    built. Rank 1: ``h`` [0, 10] and ``g`` [0, 5] (threads of their own) each feed ``x0`` and
+    ``x1`` (1 ns each, edges 0-3 built alternately h, g, h, g), then ``d`` (5 ns) gets edges
+    from ``h`` (4, inter-thread), ``g`` (5) and ``h`` again (6, inter-stream). ``g``'s edge
+    releases ``d`` at 5, ``h``'s two at 10: a tie between edges 4 and 6 of the same task,
+    which the engine breaks by edge order (the first edge a task releases through wins), so
+    ``d`` runs [10, 15] caused by edge 4. With several graphs the engine orders out-edges
+    itself (a sort of their sources, which must be stable to keep that order: sources
+    interleaved as here are what an unstable sort reorders)."""
+    r0 = GraphBuilder(rank=0, world_size=2)
+    r0.task(r0.thread(1), "a", 3)
+    b = GraphBuilder(rank=1, world_size=2)
+    h = b.task(b.thread(1), "h", 10)
+    g = b.task(b.thread(2), "g", 5)
+    xs = [b.task(b.thread(3 + i), f"x{i}", 1) for i in range(2)]
+    d = b.task(b.thread(5), "d", 5)
+    fan = [b.edge(src, x, DepKind.INTER_THREAD) for x in xs for src in (h, g)]
+    e_hd = b.edge(h, d, DepKind.INTER_THREAD)
+    e_gd = b.edge(g, d, DepKind.INTER_THREAD)
+    e_hd2 = b.edge(h, d, DepKind.INTER_STREAM)
+    assert (h, g, *xs, d) == (0, 1, 2, 3, 4) and fan == [0, 1, 2, 3]
+    assert (e_hd, e_gd, e_hd2) == (4, 5, 6)
+    r = simulate(Workload((r0.build().validate(), b.build().validate())))
+    assert r.task_offsets.tolist() == [0, 1, 6]
+    assert times(r) == [(0, 3), (0, 10), (0, 5), (10, 11), (10, 11), (10, 15)]
+    assert (int(r.cause_kind[1 + d]), int(r.cause_ref[1 + d])) == (CAUSE_EDGE, e_hd)
+    assert [int(r.cause_ref[1 + x]) for x in xs] == [0, 2]
