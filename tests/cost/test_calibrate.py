@@ -242,3 +242,55 @@ def test_samples_are_every_known_communication_task_of_every_graph_in_order():
         ("all_gather", 2, 8192, 1000),
     ]
     assert graph_samples(w.graphs[1]) == [("all_gather", 2, 8192, 1000)]
+
+
+def _not_json(name: str) -> None:
+    """``json.loads``' hook for ``Infinity``/``NaN``, which strict JSON has not."""
+    raise AssertionError(f"not strict JSON: {name}")
+
+
+def test_rows_without_a_finite_bandwidth_say_why_and_write_strict_json():
+    """Times that fall as sizes grow (100 us at 1 kB, 50 us at 2 kB: slope -50 ns per byte) fit
+    a line with no bandwidth: the row keeps the fit (latency 150 us, r2 1) with the note that
+    says so; equal times at two sizes fit a flat line, noted as latency only. As dicts their
+    bandwidth is None, so the JSON holds no ``Infinity`` (which strict JSON readers refuse)."""
+    import json
+
+    from lumos.cost.calibrate import FALLING, FLAT, calibrate_samples
+
+    falling, flat, rising = calibrate_samples([
+        ("all_reduce", 2, 1000, 100_000), ("all_reduce", 2, 2000, 50_000),
+        ("broadcast", 2, 1000, 7), ("broadcast", 2, 2000, 7),
+        ("send", 2, 1000, 1_000), ("send", 2, 2000, 2_000),
+    ])  # fmt: skip
+    assert falling.fit is not None and falling.fit.latency_ns == pytest.approx(150_000.0)
+    assert falling.fit.r2 == pytest.approx(1.0) and falling.note == FALLING
+    assert flat.note == FLAT and rising.note == ""
+    assert FALLING.startswith("time falls as size grows") and FLAT.startswith("the same time")
+    assert [r.to_dict()["bw_bytes_per_s"] for r in (falling, flat)] == [None, None]
+    assert rising.to_dict()["bw_bytes_per_s"] == pytest.approx(1e9)
+
+    text = json.dumps([r.to_dict() for r in (falling, flat, rising)])
+    assert [r["note"] for r in json.loads(text, parse_constant=_not_json)] == [FALLING, FLAT, ""]
+
+
+def test_the_calibration_table_prints_a_dash_and_the_note_for_no_bandwidth(tmp_path, capsys):
+    """``lumos comm --calibrate`` on a comms-only bench whose all-reduce times fall with size:
+    the bandwidth column holds ``-`` and the row ends with the note; ``--json`` is strict."""
+    import json
+
+    from lumos.cli.main import main
+    from lumos.cost.calibrate import FALLING
+
+    bench = {"format": "lumos.bench", "version": 1, "comms_only": True,
+             "comms": {"samples": [
+                 {"kind": "all_reduce", "group_size": 2, "size_bytes": 1000, "time_ns": 100_000},
+                 {"kind": "all_reduce", "group_size": 2, "size_bytes": 2000, "time_ns": 50_000}]}}  # fmt: skip
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    assert main(["comm", "--calibrate", str(tmp_path)]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[:6] == ["all_reduce", "2", "2", "2", "150.00", "-"]
+    assert " ".join(row[8:]) == FALLING
+    assert main(["comm", "--calibrate", str(tmp_path), "--json"]) == 0
+    (got,) = json.loads(capsys.readouterr().out, parse_constant=_not_json)["rows"]
+    assert (got["bw_bytes_per_s"], got["note"]) == (None, FALLING)

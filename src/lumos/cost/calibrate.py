@@ -15,6 +15,7 @@ bandwidth is the algorithm bandwidth ``size / time`` in PyTorch's size conventio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,7 +84,8 @@ def fit_alpha_beta(sizes_bytes: Sequence[float], times_ns: Sequence[float]) -> A
 @dataclass(frozen=True)
 class CalibrationRow:
     """One (kind, group size): how many samples, their distinct sizes, and the fit (None with
-    a ``note`` when it cannot be fitted)."""
+    a ``note`` when it cannot be fitted; a fit with no finite bandwidth has a ``note`` saying
+    why). As a dict, a bandwidth that is not finite is ``None`` (JSON has no infinity)."""
 
     kind: str
     group_size: int
@@ -98,7 +100,8 @@ class CalibrationRow:
             "kind": self.kind, "group_size": self.group_size, "samples": self.samples,
             "distinct_sizes": self.distinct_sizes,
             "latency_ns": None if f is None else f.latency_ns,
-            "bw_bytes_per_s": None if f is None else f.bw_bytes_per_s,
+            "bw_bytes_per_s": None if f is None or not math.isfinite(f.bw_bytes_per_s)
+            else f.bw_bytes_per_s,
             "r2": None if f is None else f.r2, "rel_rms": None if f is None else f.rel_rms,
             "note": self.note,
         }  # fmt: skip
@@ -163,5 +166,19 @@ def calibrate_samples(samples: Sequence[Sample]) -> list[CalibrationRow]:
                 )
             )
             continue
-        rows.append(CalibrationRow(name, p, len(xs), distinct, fit_alpha_beta(xs, ys)))
+        fit = fit_alpha_beta(xs, ys)
+        rows.append(CalibrationRow(name, p, len(xs), distinct, fit, _no_bandwidth(fit, ys)))
     return rows
+
+
+#: The note of a row whose times fall as sizes grow (the line's slope is negative).
+FALLING = "time falls as size grows: no bandwidth in these samples (timed on a busy machine?)"
+#: The note of a row whose times are all equal.
+FLAT = "the same time at every size: latency only, no bandwidth"
+
+
+def _no_bandwidth(fit: AlphaBetaFit, times_ns: Sequence[int]) -> str:
+    """Why ``fit`` has no finite bandwidth (:data:`FALLING`, :data:`FLAT`), or ``""``."""
+    if math.isfinite(fit.bw_bytes_per_s):
+        return ""
+    return FLAT if len(set(times_ns)) == 1 else FALLING
