@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lumos.cost.collectives import Link
 from lumos.cost.comm_model import CommCost
+from lumos.errors import SimulationError
 from lumos.graph.kinds import CommType, TaskKind
 from lumos.graph.model import Workload
 from lumos.graph.synthetic import GraphBuilder
@@ -259,3 +261,20 @@ def test_transfer_is_modelled_per_group_and_the_fallbacks_array_is_left_alone():
             assert model.diagnostics.count("comm_kept_traced_unknown_size") == 1
             assert model.diagnostics.total == 2
         assert fallback.table.tolist() == table
+
+
+def test_a_fallback_with_the_wrong_number_of_transfer_times_is_refused_naming_it():
+    """Three groups of two participants take 3 values (one per group) or 6 (one per
+    participant, also as a column); 5 or 4 values are refused with one SimulationError (a
+    LumosError) naming the fallback's class, its shape and both counts, not numpy's
+    ValueError from a reshape."""
+    w, groups = _three_groups()
+    durations = tuple(g.tasks.dur_ns for g in w.graphs)
+    for table, shape in (([1, 2, 3, 4, 5], "(5,)"), ([[1, 2], [3, 4]], "(2, 2)")):
+        model = CommCost(LINK, algorithm="ring", fallback=_Table(table))
+        with pytest.raises(SimulationError) as err:
+            model.transfer_ns(w, groups, durations)
+        assert str(err.value) == (
+            f"fallback cost model _Table returned {shape} transfer times for 3 collectives "
+            "with 6 participants"
+        )

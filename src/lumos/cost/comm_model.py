@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 from lumos.cost.collectives import Link, collective_time
 from lumos.cost.topology import Topology, resolve_topology
 from lumos.diagnostics import Diagnostics
-from lumos.errors import ConfigError
+from lumos.errors import ConfigError, SimulationError
 from lumos.graph.kinds import COMM_TASK_KINDS, CommType
 from lumos.sim.cost import CostModel, TracedCost
 
@@ -143,6 +143,11 @@ class CommCost:
         base = np.asarray(self.fallback.transfer_ns(workload, groups, durations), dtype=np.int64)
         if base.shape == (groups.num_groups,):
             base = np.repeat(base, groups.sizes())
+        if base.size != n_members:
+            raise SimulationError(
+                f"fallback cost model {type(self.fallback).__name__} returned {base.shape} "
+                f"transfer times for {groups.num_groups} collectives with {n_members} participants"
+            )
         out = np.array(base, dtype=np.int64, copy=True).reshape(n_members)
         graphs = workload.graphs
         for k in range(groups.num_groups):
