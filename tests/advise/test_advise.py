@@ -164,3 +164,22 @@ def test_a_report_written_elsewhere_links_to_the_replay_s_files(tmp_path, monkey
     html = (tmp_path / "pages" / "r.html").read_text()
     assert 'href="../rep/replay.perfetto.json"' in html
     assert f'href="{(tmp_path / "trace" / "rank0.kineto.json.gz").as_uri()}"' in html
+
+
+def test_each_what_if_is_one_simulation_the_baseline_is_not_simulated_again(monkeypatch):
+    """An opportunity's step (``_step_ns``) simulates the what-if alone: the two-rank
+    all-reduce of tests/estimate/test_estimate.py with rank 1 twice as slow steps 174 ns
+    (its derivation there), the already-edited workload replays as given (117 ns), and each is
+    one simulation, never the baseline again beside it."""
+    from tests.sim.test_engine import two_rank_collective
+
+    import lumos.estimate.run as run_mod
+    from lumos.advise.opportunities import _step_ns
+
+    calls = []
+    real = run_mod._row
+    monkeypatch.setattr(run_mod, "_row", lambda *a, **k: calls.append(a[1].label) or real(*a, **k))
+    w = two_rank_collective(10, 50, 100, 60)
+    assert _step_ns(w, ["straggler=1:2"]) == 174 and calls == ["straggler=1:2"]
+    calls.clear()
+    assert _step_ns(w) == 117 and calls == ["baseline"]

@@ -200,3 +200,28 @@ def test_setting_detected_values_to_themselves_reproduces_the_replay(run, sets):
     assert (same.step_ns, same.breakdown, same.rank_step_ns) == (
         base.step_ns, base.breakdown, base.rank_step_ns)  # fmt: skip
     assert same.edits == ()
+
+
+def test_without_the_baseline_row_only_the_scenarios_are_simulated(monkeypatch):
+    """Two ranks meet at an all-reduce (rank 0 computes 10 ns, rank 1 50; the transfer is
+    the later arrival's 60 ns; then 7 ns each): the baseline step is 50 + 60 + 7 = 117 ns.
+    With rank 1 twice as slow (its compute 100 ns and its last task 14) the all-reduce starts
+    at 100 and ends at 160: rank 0 ends at 167, rank 1 at 174, the step 174. Both rows come
+    from one simulation each; ``with_baseline=False`` gives the scenario's row alone, the same,
+    from one simulation."""
+    from tests.sim.test_engine import two_rank_collective
+
+    import lumos.estimate.run as run_mod
+
+    calls = []
+    real = run_mod._row
+    monkeypatch.setattr(run_mod, "_row", lambda *a, **k: calls.append(a[1].label) or real(*a, **k))
+    w = two_rank_collective(10, 50, 100, 60)
+    slow = parse_scenario(["straggler=1:2"])
+    both = estimate(w, [slow]).rows
+    assert [(r.scenario.label, r.step_ns, r.rank_step_ns) for r in both] == [
+        ("baseline", 117, ((0, 117), (1, 117))), ("straggler=1:2", 174, ((0, 167), (1, 174)))]  # fmt: skip
+    assert calls == ["baseline", "straggler=1:2"]
+    calls.clear()
+    (alone,) = estimate(w, [slow], with_baseline=False).rows
+    assert alone == both[1] and calls == ["straggler=1:2"]

@@ -63,8 +63,15 @@ class Opportunity:
 
 
 def _step_ns(workload: Workload, sets: Sequence[str] = (), comm_model: Any = None) -> int:
-    scenarios = [parse_scenario(list(sets))] if sets else []
-    rows = estimate(workload, scenarios, comm_model=comm_model).rows
+    """The step of ``workload`` (already edited) replayed, or with ``sets`` its what-if: one
+    simulation either way (the baseline was replayed by the caller)."""
+    if not sets:
+        rows = estimate(workload, []).rows
+    else:
+        scenario = parse_scenario(list(sets))
+        rows = estimate(workload, [scenario], comm_model=comm_model, with_baseline=False).rows
+        if not rows:  # the what-if is the recorded configuration: its step is the baseline's
+            rows = estimate(workload, []).rows
     return int(rows[-1].step_ns)
 
 

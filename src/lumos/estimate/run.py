@@ -111,7 +111,8 @@ class EstimateRow:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Rows, baseline first, and where the traces came from."""
+    """Rows, baseline first (unless ``estimate(..., with_baseline=False)``), and where the
+    traces came from."""
 
     rows: tuple[EstimateRow, ...]
     sources: tuple[str, ...] = field(default=())
@@ -260,8 +261,11 @@ def estimate(
     baseline: Mapping[str, int] | None = None,
     device_memory: int | None = None,
     on_edited: Callable[[Scenario, Workload], None] | None = None,
+    with_baseline: bool = True,
 ) -> Estimate:
     """The baseline (replayed as traced) and every scenario, simulated; see the module docstring.
+    ``with_baseline=False`` leaves the baseline's row out (and its simulation): for a caller
+    that has replayed it already.
 
     ``comm_model(workload, scenario, recorded_dp)`` returns the cost model and its name for
     scenarios that re-time communication; without one, such a scenario is a
@@ -275,7 +279,9 @@ def estimate(
     for s in scenarios:
         _check(workload, s, base, comm_model)
     dp = base.values.get("dp", 0) if base is not None else 0
-    rows = [_row(workload, Scenario(), TracedCost(), "traced", device_memory=device_memory)]
+    rows = []
+    if with_baseline:
+        rows.append(_row(workload, Scenario(), TracedCost(), "traced", device_memory=device_memory))
     for s in scenarios:
         if s.is_baseline:
             continue
