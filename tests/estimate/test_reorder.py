@@ -307,3 +307,186 @@ def test_no_blocks_on_an_empty_graph_is_an_empty_graph():
     """No task, no block: an empty graph and an empty integer index."""
     out, new_of = reorder_blocks(GraphBuilder().build(), [], [])
     assert (out.num_tasks, new_of.tolist(), new_of.dtype) == (0, [], np.int64)
+
+
+def _sends_graph():
+    """Thread A (tid 1; processor 0): 0 a, 1 send (3 ns before it, peer 1), 2 recv (4), 3 b
+    (5), 4 send (6, peer 1), 5 c (7), 6 recv (8), 7 send (9, peer 1), 8 send (2, peer 2).
+    Thread B (tid 5, pid 3; processor 1): 9 send (peer 0), 10 recv (4). Stream 7 (processor
+    2): 11 a send kernel, 12 a receive kernel. Edges: 1 -> 3 (the send's own thread resumes,
+    INTER_THREAD), 1 -> 10 (INTER_THREAD to the other thread), 4 -> 5 (SYNC, 1 ns), 9 -> 3
+    (INTER_THREAD from B's send to A)."""
+    bld = GraphBuilder(rank=0, world_size=3)
+    a, b_, s = bld.thread(1), bld.thread(5, pid=3), bld.stream(7)
+
+    def comm(kind, peer=1):
+        return bld.comm(kind, 1024, peer_rank=peer)
+
+    S, R = CommType.SEND, CommType.RECV
+    bld.task(a, "a", 10)
+    for name, gap, c in [("send1", 3, comm(S)), ("recv1", 4, comm(R)), ("b", 5, -1),
+                         ("send2", 6, comm(S)), ("c", 7, -1), ("recv2", 8, comm(R)),
+                         ("send3", 9, comm(S)), ("send4", 2, comm(S, 2))]:  # fmt: skip
+        bld.task(a, name, 10, TaskKind.CPU_COMM if c >= 0 else None, gap_ns=gap, comm=c)
+    bld.task(b_, "sendB", 10, TaskKind.CPU_COMM, comm=comm(S, 0))
+    bld.task(b_, "recvB", 10, TaskKind.CPU_COMM, gap_ns=4, comm=comm(R, 0))
+    bld.task(s, "ksend", 10, comm=comm(S))
+    bld.task(s, "krecv", 10, comm=comm(R))
+    bld.edge(1, 3, DepKind.INTER_THREAD)
+    bld.edge(1, 10, DepKind.INTER_THREAD)
+    bld.edge(4, 5, DepKind.SYNC, 1)
+    bld.edge(9, 3, DepKind.INTER_THREAD)
+    return bld.build().validate()
+
+
+_IT, _TH = int(DepKind.INTER_THREAD), int(DepKind.INTRA_THREAD)
+_SY, _ST = int(DepKind.SYNC), int(DepKind.INTRA_STREAM)
+
+
+def _edge_rows(g):
+    e = g.edges
+    return list(
+        zip(e.src.tolist(), e.dst.tolist(), e.kind.tolist(), e.delay_ns.tolist(), strict=True)
+    )
+
+
+def test_batch_sends_moves_each_send_followed_by_a_receive_and_rewires_it():
+    """Pairs: on A send1 (next comm recv1) and send2 (next comm recv2, c between); send3 is
+    followed by a send and send4 by nothing; on B sendB (the thread's first task); the stream's
+    kernels are not on a thread. Lanes: processor 3 for A (pid 0, tid 7 + 1, its label),
+    processor 4 for B (pid 3, tid 9). New tasks by processor and order: A ``0 2 3 5 6 7 8``
+    (new 0-6), B ``10`` (7), stream ``11 12`` (8, 9), A's lane ``1 4`` (10, 11), B's lane
+    ``9`` (12).
+
+    Edges: 1 -> 3 is dropped (the thread no longer waits for its own moved send); 1 -> 10,
+    4 -> 5, 9 -> 3 kept (10 -> 7, 11 -> 3, 12 -> 2); program order regenerated with each
+    task's overhead, except on the lane (10 -> 11 with 0, not send2's 6). Added: issue edges
+    a -> send1 (0 -> 10, 3 ns) and b -> send2 (2 -> 11, 6 ns) (sendB has no task before it),
+    wait edges send1 -> b (10 -> 2) and send2 -> send3 (11 -> 5), the task after each
+    receive (recvB ends B: none). 3 sends moved."""
+    out, n = batch_sends(_sends_graph())
+    out.validate()
+    assert n == 3
+    pr = out.processors
+    assert pr.label == ("thread 1", "thread 5", "stream 7", "thread 1: batched sends",
+                        "thread 5: batched sends")  # fmt: skip
+    assert pr.kind.tolist()[3:] == [0, 0]
+    assert (pr.pid.tolist()[3:], pr.tid.tolist()[3:], pr.device.tolist()[3:]) == (
+        [0, 3], [8, 9], [-1, -1],
+    )  # fmt: skip
+    names = ["a", "recv1", "b", "c", "recv2", "send3", "send4", "recvB", "ksend", "krecv",
+             "send1", "send2", "sendB"]  # fmt: skip
+    assert [out.task_name(i) for i in range(out.num_tasks)] == names
+    assert out.tasks.processor_idx.tolist() == [0] * 7 + [1, 2, 2, 3, 3, 4]
+    assert out.tasks.order.tolist() == [0, 1, 2, 3, 4, 5, 6, 0, 0, 1, 0, 1, 0]
+    assert _edge_rows(out) == [
+        (10, 7, _IT, 0), (11, 3, _SY, 1), (12, 2, _IT, 0),
+        (0, 1, _TH, 4), (1, 2, _TH, 5), (2, 3, _TH, 7), (3, 4, _TH, 8), (4, 5, _TH, 9),
+        (5, 6, _TH, 2), (8, 9, _ST, 0), (10, 11, _TH, 0),
+        (0, 10, _IT, 3), (2, 11, _IT, 6), (10, 2, _IT, 0), (11, 5, _IT, 0),
+    ]  # fmt: skip
+
+
+def test_batch_sends_moves_only_the_eligible_sends():
+    """send2 (task 4) not eligible: send1 and sendB move (2); send2 stays on A between b and
+    c. Nothing eligible: the graph comes back as it was, with 0."""
+    g = _sends_graph()
+    eligible = np.ones(g.num_tasks, dtype=bool)
+    eligible[4] = False
+    out, n = batch_sends(g, eligible)
+    out.validate()
+    assert n == 2
+    assert [out.task_name(i) for i in np.flatnonzero(out.tasks.processor_idx >= 3)] == [
+        "send1", "sendB",
+    ]  # fmt: skip
+    assert out.tasks.processor_idx.tolist() == [0] * 8 + [1, 2, 2, 3, 4]
+    same, none = batch_sends(g, np.zeros(g.num_tasks, dtype=bool))
+    assert same is g and none == 0
+
+
+def test_batch_sends_every_moves_all_sends_to_a_lane_per_peer_and_waits_for_none():
+    """With ``every``: A's sends to peer 1 (send1, send2, send3) share a lane (processor 3),
+    send4 (peer 2) gets processor 4, sendB processor 5 (tids 8, 9, 10; pids 0, 0, 3). New
+    tasks: A ``0 2 3 5 6`` (0-4), B ``10`` (5), stream (6, 7), lanes ``1 4 7`` (8-10), ``8``
+    (11), ``9`` (12). Edges: 1 -> 3 dropped, 1 -> 10, 4 -> 5, 9 -> 3 kept; the lane's program
+    order loses its overheads; issue edges from the task before each send with its overhead
+    (send4's is send3, itself moved: 10 -> 11, 2 ns); no wait edges. 5 sends moved."""
+    out, n = batch_sends(_sends_graph(), every=True)
+    out.validate()
+    assert n == 5
+    pr = out.processors
+    assert pr.label[3:] == ("thread 1: batched sends",) * 2 + ("thread 5: batched sends",)
+    assert (pr.pid.tolist()[3:], pr.tid.tolist()[3:]) == ([0, 0, 3], [8, 9, 10])
+    assert out.tasks.processor_idx.tolist() == [0] * 5 + [1, 2, 2, 3, 3, 3, 4, 5]
+    assert [out.task_name(i) for i in range(8, 13)] == ["send1", "send2", "send3", "send4",
+                                                         "sendB"]  # fmt: skip
+    assert _edge_rows(out) == [
+        (8, 5, _IT, 0), (9, 3, _SY, 1), (12, 2, _IT, 0),
+        (0, 1, _TH, 4), (1, 2, _TH, 5), (2, 3, _TH, 7), (3, 4, _TH, 8), (6, 7, _ST, 0),
+        (8, 9, _TH, 0), (9, 10, _TH, 0),
+        (0, 8, _IT, 3), (2, 9, _IT, 6), (4, 10, _IT, 9), (10, 11, _IT, 2),
+    ]  # fmt: skip
+
+
+def test_batch_sends_every_moves_a_threads_only_send():
+    """With ``every`` a thread with one communication, a send, still moves it (without, a
+    lone send has no receive after it and stays)."""
+    bld = GraphBuilder(rank=0, world_size=2)
+    th = bld.thread(1)
+    bld.task(th, "a", 10)
+    bld.task(
+        th, "send", 10, TaskKind.CPU_COMM, gap_ns=3, comm=bld.comm(CommType.SEND, 8, peer_rank=1)
+    )
+    g = bld.build().validate()
+    out, n = batch_sends(g, every=True)
+    assert n == 1 and out.tasks.processor_idx.tolist() == [0, 1]
+    assert _edge_rows(out) == [(0, 1, _IT, 3)]
+    assert batch_sends(g) == (g, 0)
+
+
+def _three_threads():
+    """Thread X (processor 0) without communication; Y (1): 1 send (peer 1), 2 all-reduce,
+    3 recv; Z (2): 4 send (group 0, peer 2), 5 recv (1 ns before it), 6 send (group 1, peer
+    1; 2 ns), 7 recv (3 ns)."""
+    bld = GraphBuilder(rank=0, world_size=3)
+    x, y, z = bld.thread(1), bld.thread(2), bld.thread(3)
+    pg0, pg1 = bld.process_group("0", (0, 2)), bld.process_group("1", (0, 1))
+    bld.task(x, "x", 10)
+    bld.task(y, "ysend", 10, TaskKind.CPU_COMM, comm=bld.comm(CommType.SEND, 8, peer_rank=1))
+    bld.task(y, "yar", 10, TaskKind.CPU_COMM, comm=bld.comm(CommType.ALL_REDUCE, 8))
+    bld.task(y, "yrecv", 10, TaskKind.CPU_COMM, comm=bld.comm(CommType.RECV, 8, peer_rank=1))
+    for name, gap, kind, pg, peer in [("zsendA", 0, CommType.SEND, pg0, 2),
+                                      ("zrecvA", 1, CommType.RECV, pg0, 2),
+                                      ("zsendB", 2, CommType.SEND, pg1, 1),
+                                      ("zrecvB", 3, CommType.RECV, pg1, 1)]:  # fmt: skip
+        c = bld.comm(kind, 8, pg=pg, peer_rank=peer)
+        bld.task(z, name, 10, TaskKind.CPU_COMM, gap_ns=gap, comm=c)
+    return bld.build().validate()
+
+
+def test_batch_sends_pairs_a_send_only_with_the_very_next_communication():
+    """X has no communication, Y's send is followed by an all-reduce (kind 0, a communication
+    too), so neither moves; Z's two sends each precede a receive and move to one lane
+    (processor 3), whatever their groups and peers. New tasks: x, Y's three, zrecvA, zrecvB,
+    then the lane's zsendA, zsendB. Edges: program order (Z's zrecvA -> zrecvB keeps its 3 ns,
+    the lane's zsendA -> zsendB loses 2), issue zrecvA -> zsendB (2 ns), wait zsendA -> the
+    task after zrecvA, zsendB."""
+    out, n = batch_sends(_three_threads())
+    out.validate()
+    assert n == 2
+    assert [out.task_name(i) for i in range(8)] == ["x", "ysend", "yar", "yrecv", "zrecvA",
+                                                    "zrecvB", "zsendA", "zsendB"]  # fmt: skip
+    assert out.tasks.processor_idx.tolist() == [0, 1, 1, 1, 2, 2, 3, 3]
+    assert _edge_rows(out) == [(1, 2, _TH, 0), (2, 3, _TH, 0), (4, 5, _TH, 3), (6, 7, _TH, 0),
+                               (4, 7, _IT, 2), (6, 7, _IT, 0)]  # fmt: skip
+
+
+def test_batch_sends_every_orders_lanes_by_group_then_peer():
+    """With ``every``: Y's send gets lane 3; Z's sends one lane each, ordered by (group,
+    peer): zsendA (group 0, peer 2) lane 4 before zsendB (group 1, peer 1) lane 5."""
+    out, n = batch_sends(_three_threads(), every=True)
+    out.validate()
+    assert n == 3
+    assert [out.task_name(i) for i in range(8)] == ["x", "yar", "yrecv", "zrecvA", "zrecvB",
+                                                    "ysend", "zsendA", "zsendB"]  # fmt: skip
+    assert out.tasks.processor_idx.tolist() == [0, 1, 1, 2, 2, 3, 4, 5]
