@@ -299,3 +299,37 @@ def test_growing_uneven_layers_drops_an_edge_to_a_position_the_copy_lacks():
     w = g2.waits
     assert list(zip(w.task_idx.tolist(), w.record_task_idx.tolist(), strict=True)) == [(10, 1)]
     assert (stats.tasks_added, stats.tasks_removed, stats.spans_dropped) == (2, 0, 0)
+
+
+def test_a_dropped_record_without_a_later_survivor_falls_back_to_the_previous_one():
+    """Thread A: setup 0, then layer 0 = [a0 1, launch 2] (its kernel k0 5 on stream S1) and
+    layer 1 = [a1 3, launch 4] (k1 6 on stream S2, that stream's only task). Thread B: ``t`` 7
+    waits for an event recorded by layer 1's launch (4), ``u`` 8 for one recorded by k1 (6).
+    Shrinking 2 -> 1 layers drops a1, launch 4 and k1. Launch 4 was thread A's last task: no
+    survivor follows it, so its stand-in is the one before it, layer 0's launch (new 2), and
+    ``t`` waits for that. Stream S2 keeps no task: ``u``'s wait has nothing to record and is
+    dropped (counted). The graph stays valid; 3 tasks removed, none added."""
+    b = GraphBuilder()
+    ta, s1, s2, tb = b.thread(1), b.stream(7), b.stream(8), b.thread(2)
+    b.task(ta, "setup", 10, ts_ns=0)
+    b.task(ta, "a", 10, ts_ns=100)
+    b.task(ta, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=120)
+    b.task(ta, "a", 10, ts_ns=200)
+    b.task(ta, "cudaLaunchKernel", 5, TaskKind.RUNTIME, ts_ns=220)
+    b.task(s1, "gemm", 40, ts_ns=130)
+    b.task(s2, "gemm", 40, ts_ns=230)
+    b.task(tb, "t", 5, ts_ns=300)
+    b.task(tb, "u", 5, ts_ns=310)
+    b.edge(2, 5, DepKind.LAUNCH)
+    b.edge(4, 6, DepKind.LAUNCH)
+    b.wait(7, WaitKind.EVENT, stream=s1, record=4)
+    b.wait(8, WaitKind.EVENT, stream=s2, record=6)
+    g = b.build().validate()
+    group = Group(ta, (np.array([1, 2]), np.array([3, 4])), "layer", "forward", 0)
+    g2, stats = resize_groups(g, [group], [1])
+    g2.validate()
+    names = [g2.names[i] for i in g2.tasks.name_idx.tolist()]
+    assert names == ["setup", "a", "cudaLaunchKernel", "gemm", "t", "u"]
+    w = g2.waits
+    assert list(zip(w.task_idx.tolist(), w.record_task_idx.tolist(), strict=True)) == [(4, 2)]
+    assert (stats.tasks_added, stats.tasks_removed, stats.waits_dropped) == (0, 3, 1)

@@ -60,6 +60,8 @@ class ResizeStats:
     tasks_added: int
     tasks_removed: int
     spans_dropped: int
+    #: event waits whose record's processor kept no task (nothing left to capture)
+    waits_dropped: int = 0
 
 
 def block_contents(g: ExecGraph, groups: Sequence[Group]) -> list[list[NDArray[np.int64]]]:
@@ -235,7 +237,7 @@ def resize_groups(
         last_new[old] = max(i for i, _ in inst)
     _fill_dropped(g, first_new, last_new)
     annotations, dropped = _annotations(g, grp, blk, first_new, last_new, instances)
-    waits = _waits(g, instances, first_new)
+    waits, waits_dropped = _waits(g, instances, first_new, last_new)
     out = g.replace(
         tasks=tasks,
         edges=Edges.create(
@@ -250,7 +252,7 @@ def resize_groups(
         task_dims_idx=None if g.task_dims_idx is None else g.task_dims_idx[src],
     )
     removed = n - len(np.unique(src))
-    return out, ResizeStats(len(src) - (n - removed), removed, dropped)
+    return out, ResizeStats(len(src) - (n - removed), removed, dropped, waits_dropped)
 
 
 def _fill_dropped(g: ExecGraph, first_new: NDArray[np.int64], last_new: NDArray[np.int64]) -> None:
@@ -373,19 +375,34 @@ def _annotations(
 
 
 def _waits(
-    g: ExecGraph, instances: dict[int, list[tuple[int, int]]], first_new: NDArray[np.int64]
-) -> Waits:
+    g: ExecGraph,
+    instances: dict[int, list[tuple[int, int]]],
+    first_new: NDArray[np.int64],
+    last_new: NDArray[np.int64],
+) -> tuple[Waits, int]:
+    """The waits of the surviving tasks (each copy of a waiting task waits), their record
+    task moved to its first instance; a dropped record to its stand-in: the next surviving
+    task on its processor (the capture happens where the record would have run), else the
+    previous one (the record was the processor's last: the capture after the last survivor),
+    else none, and the wait is dropped (nothing left on that processor to capture): the
+    waits, and how many of the old ones were dropped so."""
     w = g.waits
+    dropped = 0
     rows: list[int] = []
     task: list[int] = []
     record: list[int] = []
     for i, (t_, r) in enumerate(zip(w.task_idx.tolist(), w.record_task_idx.tolist(), strict=True)):
+        stand_in = -1 if r < 0 else int(first_new[r] if first_new[r] >= 0 else last_new[r])
+        if r >= 0 and stand_in < 0:
+            dropped += t_ in instances
+            continue
         for new, _ in instances.get(t_, []):
             rows.append(i)
             task.append(new)
-            record.append(int(first_new[r]) if r >= 0 else -1)
+            record.append(stand_in)
     out = w.take(np.asarray(rows, dtype=np.int64))
-    return out.replace(
+    out = out.replace(
         task_idx=np.asarray(task, dtype=np.int32),
         record_task_idx=np.asarray(record, dtype=np.int32),
     )
+    return out, dropped
