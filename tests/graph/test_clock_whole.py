@@ -428,3 +428,18 @@ def test_the_idle_launch_floor_is_the_5th_percentile_of_launches_onto_an_idle_st
     # seven idle launches are too few
     b = _bounds_of(_trace(tmp_path, ev[2:]))
     assert b.idle_launch_floor_ns is None
+
+
+def test_an_estimate_beyond_2_62_ns_with_no_bound_on_that_side_is_clamped_there():
+    """With no lower bound, launches onto idle streams starting 2**62 + 5,000,000 ns after
+    their calls estimate the offset at 5,000 - (2**62 + 5,000,000) ns, below -2**62: the fit
+    clamps it to -2**62 (a wider clamp would keep the estimate). With no upper bound, a
+    blocked synchronize bounding the offset at 2**62 + 3,000,000 ns estimates that less the
+    2,000 ns reaction, above 2**62: clamped to 2**62. Both are warned about (no
+    synchronize bounds the clock); hand-made bounds, far beyond any recording (146 years)."""
+    d = Diagnostics()
+    low = fit_clock(_bounds([], [], floor=2**62 + 5_000_000), d)
+    assert (low.offset_ns, low.drift, low.lower_ns, low.upper_ns) == (-(2**62), 0.0, None, None)
+    high = fit_clock(_bounds([], [], blocked=[2**62 + 3_000_000]), d)
+    assert high.offset_ns == 2**62 and (high.lower_ns, high.upper_ns) == (None, None)
+    assert d.count("gpu_clock_from_launches") == 2
