@@ -11,6 +11,7 @@ hundred bytes, where the answer is known: the concatenated contents.
 from __future__ import annotations
 
 import gzip
+import itertools
 
 import numpy as np
 import pytest
@@ -33,8 +34,10 @@ def _file(tmp_path, data: bytes, name: str = "t.et.gz"):
     return p
 
 
-@pytest.mark.parametrize("in_chunk", [1, 2, 3, 5, 7, 64, 1 << 20])
-@pytest.mark.parametrize("out_chunk", [1, 3, 100, 4 << 20])
+@pytest.mark.parametrize(
+    ("in_chunk", "out_chunk"),
+    list(itertools.product([1, 2, 3, 5, 7, 64, 1 << 20], [1, 3, 100, 4 << 20])),
+)
 def test_members_and_padding_give_the_concatenated_content(tmp_path, monkeypatch, in_chunk,
                                                            out_chunk):  # fmt: skip
     """Three members (the second empty), zero padding between them and after: the content is
@@ -116,9 +119,7 @@ def test_gzip_of_nothing_is_an_empty_file(tmp_path):
     p = _file(tmp_path, _gz(b""), "e.0.et.gz")
     with pytest.raises(ChakraFormatError) as exc:
         read_chakra(p)
-    assert str(exc.value) == (
-        f"{p}: empty file (after decompression): no GlobalMetadata record"
-    )
+    assert str(exc.value) == (f"{p}: empty file (after decompression): no GlobalMetadata record")
 
 
 def _rec(body: bytes) -> bytes:
