@@ -155,14 +155,23 @@ def _delay_trace():
 def test_delay_resolution_keeps_ids_beyond_float64_exact():
     """``b`` names delay node 2 and, after an edit, the unknown id 2**60 + 1 (not a float64):
     the first resolves to ``a`` (0) with the node's 500 ns, the second stays exactly as it was,
-    both as uint64; the delay node's own dependency (on 0) stays 0 with no delay."""
+    both as uint64; the delay node's own dependency (on 0) stays 0 with no delay. A delay node
+    left with no dependency resolves nothing (delay 0), and with no delay node marked nothing
+    is resolved. Delays are int64 ns."""
     t = _delay_trace()
     big = 2**60 + 1
     e = t.with_deps(t.ctrl_ptr, t.ctrl_deps, np.array([0, 0, 2, 3]),
                     np.array([2, big, 0], np.uint64))  # fmt: skip
     deps, delay = resolve_delay_deps(e, np.array([False, False, True]))
     assert deps.dtype == np.uint64 and deps.tolist() == [0, big, 0]
-    assert delay.tolist() == [500, 0, 0]
+    assert delay.dtype == np.int64 and delay.tolist() == [500, 0, 0]
+    # the delay node's own dependency dropped: ``b``'s stays on node 2, with no delay
+    cut = t.with_deps(t.ctrl_ptr, t.ctrl_deps, np.array([0, 0, 1, 1]), np.array([2], np.uint64))
+    deps, delay = resolve_delay_deps(cut, np.array([False, False, True]))
+    assert (deps.tolist(), delay.tolist(), delay.dtype) == ([2], [0], np.int64)
+    # no delay node: the deps as they are, no delays
+    deps, delay = resolve_delay_deps(t, np.zeros(3, bool))
+    assert (deps.tolist(), delay.tolist(), delay.dtype) == ([2, 0], [0, 0], np.int64)
 
 
 def test_times_beyond_int64_ns_name_the_file_and_node():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import zlib
 
 import numpy as np
 import pytest
@@ -69,6 +70,8 @@ def test_refusals_name_the_file_and_the_problem(tmp_path, monkeypatch, in_chunk)
     one = _gz(DATA)
     cases = [
         (one + b"x", "trailing bytes after the gzip stream"),
+        (one + b"XX", "trailing bytes after the gzip stream"),
+        (one + b"\x1f\x8b", "truncated gzip stream (file ends early)"),
         (one + b"\0\0x", "trailing bytes after the gzip stream"),
         (one + b"\x1fx", "trailing bytes after the gzip stream"),
         (one + b"\x1f", "trailing bytes after the gzip stream"),
@@ -88,6 +91,14 @@ def test_refusals_name_the_file_and_the_problem(tmp_path, monkeypatch, in_chunk)
     assert str(exc.value) == (
         f"{p}: corrupt gzip data: Error -3 while decompressing data: invalid block type"
     )
+    # not gzip at the start (zero padding before the first member, a zlib stream 78 9c)
+    for raw in (b"\0" + one, zlib.compress(DATA)):
+        p = _file(tmp_path, raw)
+        with pytest.raises(InputError) as exc:
+            chakra_io._gunzip(p, 1000.0)
+        assert str(exc.value) == (
+            f"{p}: corrupt gzip data: Error -3 while decompressing data: incorrect header check"
+        )
     missing = tmp_path / "none.gz"
     with pytest.raises(InputError) as exc:
         chakra_io._gunzip(missing, 1000.0)
@@ -112,6 +123,28 @@ def test_ratio_is_judged_only_past_the_grace_and_names_both_sizes(tmp_path, monk
         "LUMOS_MAX_COMPRESSION_RATIO higher to read it"
     )
     assert len(chakra_io._gunzip(p, 1001 / s + 1)) == 1001
+
+
+def test_ratio_is_judged_after_each_inflated_chunk_on_the_bytes_read_so_far(tmp_path,
+                                                                           monkeypatch):  # fmt: skip
+    """20 KB of zeros in a file of s bytes, inflated 2 s bytes at a time, at ratio 2 (grace
+    100): after the first chunk the output is exactly 2 s (not more than 2 s: kept), after the
+    second 4 s: refused naming 4 s and s. Read 10 bytes at a time, the bytes named are those
+    read so far: a multiple of 10, at least 20 (the 10-byte gzip header alone inflates to
+    nothing) and fewer than the whole file."""
+    raw = _gz(b"\0" * 20_000)
+    s = len(raw)
+    p = _file(tmp_path, raw)
+    monkeypatch.setattr(chakra_io, "_RATIO_GRACE", 100)
+    monkeypatch.setattr(chakra_io, "_OUT_CHUNK", 2 * s)
+    with pytest.raises(InputError, match=rf"\(already {4 * s} bytes from {s};"):
+        chakra_io._gunzip(p, 2.0)
+    monkeypatch.setattr(chakra_io, "_OUT_CHUNK", 4 << 20)
+    monkeypatch.setattr(chakra_io, "_IN_CHUNK", 10)
+    with pytest.raises(InputError) as exc:
+        chakra_io._gunzip(p, 2.0)
+    n_in = int(str(exc.value).split(" bytes from ")[1].split(";")[0])
+    assert n_in % 10 == 0 and 20 <= n_in < s
 
 
 def test_gzip_of_nothing_is_an_empty_file(tmp_path):
