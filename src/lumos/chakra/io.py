@@ -167,8 +167,9 @@ def _gunzip(path: Path, max_ratio: float) -> bytearray:
                     d = zlib.decompressobj(wbits=31)
                 out += d.decompress(pending, _OUT_CHUNK)
                 pending = d.unconsumed_tail
-                if d.eof:
-                    pending, d = d.unused_data + pending, None
+                if d.eof:  # everything after the member is in unused_data; unconsumed_tail
+                    # may hold a stale copy of it (CPython keeps it after an output-limited call)
+                    pending, d = d.unused_data, None
                 if len(out) > _RATIO_GRACE and len(out) > max_ratio * max(n_in, 1):
                     raise InputError(
                         path,
