@@ -91,6 +91,8 @@ def test_groups_named_otherwise_have_no_upstream_inputs():
 class _Node:
     """A node holding only the attributes given (``attr`` as ``NodeView.attr``)."""
 
+    id = 7
+
     def __init__(self, **attrs):
         self.attrs = attrs
 
@@ -101,14 +103,42 @@ class _Node:
 def test_groups_of_a_node_whose_lists_were_cut():
     """Without ``lumos_pg_desc``/``lumos_pg_backend`` the groups have empty ones; no name list
     gives no group; ranks slice by the offsets."""
-    assert _groups_of(_Node()) == ()
+    assert _groups_of(_Node(), "f.et") == ()
     node = _Node(lumos_pg_name=["0", "1"], lumos_pg_ranks=[], lumos_pg_ranks_ptr=[0, 0, 0])
-    assert _groups_of(node) == (ProcessGroup("0"), ProcessGroup("1"))
+    assert _groups_of(node, "f.et") == (ProcessGroup("0"), ProcessGroup("1"))
     node = _Node(lumos_pg_name=["a", "b"], lumos_pg_ranks=[3, 4, 5],
                  lumos_pg_ranks_ptr=[0, 1, 3], lumos_pg_desc=["x", "y"])  # fmt: skip
-    assert _groups_of(node) == (ProcessGroup("a", (3,), "x"), ProcessGroup("b", (4, 5), "y"))
+    assert _groups_of(node, "f.et") == (
+        ProcessGroup("a", (3,), "x"),
+        ProcessGroup("b", (4, 5), "y"),
+    )
     node = _Node(lumos_pg_name=["a"], lumos_pg_ranks_ptr=[0, 0], lumos_pg_backend=["nccl"])
-    assert _groups_of(node) == (ProcessGroup("a", (), "", "nccl"),)
+    assert _groups_of(node, "f.et") == (ProcessGroup("a", (), "", "nccl"),)
+
+
+@pytest.mark.parametrize(
+    "attrs, counts",
+    [
+        ({"lumos_pg_name": ["a"]}, "1 names with 1 rank offsets (need 2, rising within 0 ranks), 1 descriptions and 1 backends"),
+        ({"lumos_pg_name": ["a", "b"], "lumos_pg_ranks": [1, 2], "lumos_pg_ranks_ptr": [0, 2]},
+         "2 names with 2 rank offsets (need 3, rising within 2 ranks), 2 descriptions and 2 backends"),
+        ({"lumos_pg_name": ["a"], "lumos_pg_ranks": [1], "lumos_pg_ranks_ptr": [0, 2]},
+         "1 names with 2 rank offsets (need 2, rising within 1 ranks), 1 descriptions and 1 backends"),
+        ({"lumos_pg_name": ["a", "b"], "lumos_pg_ranks": [1, 2], "lumos_pg_ranks_ptr": [0, 2, 1]},
+         "2 names with 3 rank offsets (need 3, rising within 2 ranks), 2 descriptions and 2 backends"),
+        ({"lumos_pg_name": ["a"], "lumos_pg_ranks_ptr": [0, 0], "lumos_pg_desc": []},
+         "1 names with 2 rank offsets (need 2, rising within 0 ranks), 0 descriptions and 1 backends"),
+        ({"lumos_pg_name": ["a"], "lumos_pg_ranks_ptr": [0, 0], "lumos_pg_backend": ["x", "y"]},
+         "1 names with 2 rank offsets (need 2, rising within 0 ranks), 1 descriptions and 2 backends"),
+    ],
+)  # fmt: skip
+def test_a_process_group_node_whose_lists_do_not_fit_its_names_is_refused(attrs, counts):
+    """An edited file's process-group node (id 7) with offsets missing (only the default
+    ``[0]``), one short, past the ranks, falling, or descriptions / backends of another length
+    than the names: one ChakraFormatError naming the file, the node and every count."""
+    with pytest.raises(ChakraFormatError) as err:
+        _groups_of(_Node(**attrs), "f.et")
+    assert str(err.value) == f"f.et: process-group node 7: {counts}"
 
 
 #: dtypes of the trace columns (the table in lumos.chakra.trace's docstring)

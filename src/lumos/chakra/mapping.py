@@ -54,6 +54,7 @@ COMP node on its dependency, for consumers that know nothing of delays (see
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -503,7 +504,7 @@ def from_chakra(trace: ChakraTrace, *, world_size: int | None = None) -> ExecGra
     groups: tuple[ProcessGroup, ...] = ()
     meta_rows = np.flatnonzero(trace.node_type == NodeType.METADATA_NODE)
     for r in meta_rows.tolist():
-        groups = groups + _groups_of(trace.node(r))
+        groups = groups + _groups_of(trace.node(r), where)
     graph = ExecGraph(
         names=names,
         processors=processors,
@@ -529,13 +530,23 @@ def from_chakra(trace: ChakraTrace, *, world_size: int | None = None) -> ExecGra
     return graph
 
 
-def _groups_of(node: Any) -> tuple[ProcessGroup, ...]:
+def _groups_of(node: Any, where: Any) -> tuple[ProcessGroup, ...]:
+    """The process groups a lumos METADATA node lists (none without ``lumos_pg_name``); a
+    list of offsets, descriptions or backends that does not fit the names is a
+    :class:`ChakraFormatError` naming ``where``."""
     names = node.attr("lumos_pg_name")
     if names is None:
         return ()
     ranks, ptr = node.attr("lumos_pg_ranks", []), node.attr("lumos_pg_ranks_ptr", [0])
     descs = node.attr("lumos_pg_desc", [""] * len(names))
     backends = node.attr("lumos_pg_backend", [""] * len(names))
+    ok = len(ptr) == len(names) + 1 and len(descs) == len(backends) == len(names)
+    if not ok or any(not 0 <= a <= b <= len(ranks) for a, b in itertools.pairwise(ptr)):
+        raise ChakraFormatError(
+            where, f"process-group node {node.id}: {len(names)} names with {len(ptr)} rank "
+            f"offsets (need {len(names) + 1}, rising within {len(ranks)} ranks), {len(descs)} "
+            f"descriptions and {len(backends)} backends",
+        )  # fmt: skip
     return tuple(
         ProcessGroup(name=nm, ranks=tuple(ranks[ptr[k] : ptr[k + 1]]), desc=descs[k],
                      backend=backends[k])
