@@ -137,3 +137,19 @@ def test_without_a_vocabulary_no_dimension_reads_as_one():
     g = b.build()
     g = g.replace(dims=("[[6, 1], [1, 1]]",), task_dims_idx=np.zeros(1, dtype=np.int32))
     assert forward_params(g.validate(), None, OLD, NEW) == ForwardParams(0, 1, 0, 1)
+
+
+def test_an_ffn_as_wide_as_the_vocabulary_is_a_layer_s_only_by_the_layer_map():
+    """FFN 100 = vocabulary 100 (given), one [6, 8] x [8, 100] product: by shape it reads the
+    vocabulary, so it is the model's own and keeps its 100 (800 both ways); inside a forward
+    layer block it is a layer's FC1, and FFN 200 makes it [8, 200] (1600)."""
+    b = GraphBuilder()
+    b.task(b.thread(1), "aten::mm", 10)
+    g = b.build()
+    g = g.replace(dims=("[[6, 8], [8, 100]]",), task_dims_idx=np.zeros(1, dtype=np.int32))
+    g = g.validate()
+    old = Dims(microbatch_size=2, seq=3, hidden=8, ffn=100, vocab=100)
+    new = Dims(microbatch_size=2, seq=3, hidden=8, ffn=200, vocab=100)
+    assert forward_params(g, None, old, new) == ForwardParams(800, 0, 800, 0)
+    lm = LayerMap((blocks("forward", [0]),), 1, 1, "")
+    assert forward_params(g, lm, old, new) == ForwardParams(0, 800, 0, 1600)
