@@ -153,3 +153,16 @@ def test_an_ffn_as_wide_as_the_vocabulary_is_a_layer_s_only_by_the_layer_map():
     assert forward_params(g, None, old, new) == ForwardParams(800, 0, 800, 0)
     lm = LayerMap((blocks("forward", [0]),), 1, 1, "")
     assert forward_params(g, lm, old, new) == ForwardParams(0, 800, 0, 1600)
+
+
+def test_without_a_marked_step_the_window_is_2_62_ns_either_side_of_0():
+    """No step marked: the forward is whatever starts in [-2**62, 2**62) ns. Three
+    ``aten::mm`` reading a [8, 8] weight (64 parameters each, inside by shape) start at
+    -2**62 - 1, 0 and 2**62 ns: only the one at 0 counts (hand-made times, 146 years out)."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    for ts in (-(2**62) - 1, 0, 2**62):
+        b.task(th, "aten::mm", 10, ts_ns=ts)
+    g = b.build()
+    g = g.replace(dims=("[[6, 8], [8, 8]]",), task_dims_idx=np.zeros(3, dtype=np.int32))
+    assert forward_params(g.validate(), None, OLD) == ForwardParams(0, 64, 0, 64)
