@@ -39,8 +39,19 @@ def test_perfetto_counter_track_and_report(tmp_path: Path) -> None:
     events = json.loads(paths["perfetto"].read_text())["traceEvents"]
     counters = [e for e in events if e["ph"] == "C"]
     assert {e["name"] for e in counters} == {"allocated bytes (cpu)"}
-    assert len(counters) == sum(len(g.memory) for g in w.graphs if g.memory is not None)
+    # one counter per rank in each group: the replay's (pid 1000 * (rank + 1)) and, one above
+    # it, the recording's (pid + 1); each has a value per memory event and the rank's peak
+    n_events = [len(g.memory) for g in w.graphs if g.memory is not None]
+    for rank, n in enumerate(n_events):
+        for pid in (1000 * (rank + 1), 1000 * (rank + 1) + 1):
+            mine = [e for e in counters if e["pid"] == pid]
+            assert len(mine) == n, pid
+            assert max(e["args"]["allocated"] for e in mine) == PEAKS["base"]["ranks"][rank]
+    assert len(counters) == 2 * sum(n_events)
     assert max(e["args"]["allocated"] for e in counters) == PEAKS["base"]["peak"]
+    names = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M"
+             and e["name"] == "process_name"}  # fmt: skip
+    assert {(1000, "rank 0 predicted (replay)"), (1001, "rank 0 measured (recorded)")} <= names
     doc = json.loads(paths["replay"].read_text())
     timeline = doc["memory"]["timeline"]
     assert max(timeline["measured"]) == max(timeline["predicted"]) == PEAKS["base"]["ranks"][0]

@@ -145,7 +145,7 @@ def _tail_rows(
 ) -> Iterator[bytes]:
     """What follows the replay's own events: memory counters, each rank's recording, the
     critical-path tracks."""
-    yield from memory_counter_rows(result, tracks)
+    yield from memory_counter_rows(result, tracks, recorded)
     yield from measured_rows(result, tracks, recorded)
     yield from path_rows(result, tracks, path)
 
