@@ -1,12 +1,13 @@
-"""Two helpers of :mod:`lumos.estimate.blocks` pinned on hand-built graphs: the collectives of
-the re-sized task list (``_comms``) and the stand-ins of dropped tasks (``_fill_dropped``)."""
+"""Helpers of :mod:`lumos.estimate.blocks` pinned on hand-built graphs: the collectives of
+the re-sized task list (``_comms``), the stand-ins of dropped tasks (``_fill_dropped``) and the
+task table of a new order (``tasks_in_order``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from lumos.estimate.blocks import SEQ_STRIDE, _comms, _fill_dropped
-from lumos.graph.kinds import CommType
+from lumos.estimate.blocks import SEQ_STRIDE, _comms, _fill_dropped, tasks_in_order
+from lumos.graph.kinds import CommType, DepKind
 from lumos.graph.synthetic import GraphBuilder
 
 
@@ -54,3 +55,27 @@ def test_a_dropped_task_stands_in_with_its_neighbours_on_its_own_processor():
     _fill_dropped(g, first, last)
     assert first.tolist() == [0, 0, 13, 13, -1, 20, 23, 23, 23]
     assert last.tolist() == [-1, 0, 0, 13, 13, 22, 22, 22, 23]
+
+
+def test_tasks_in_order_restarts_each_processors_clock_and_keeps_only_recorded_gaps():
+    """Thread: ``z`` (ts 50), ``w`` (ts 70, overhead 4), ``v`` (ts 90, overhead 6); stream 7:
+    ``x`` (ts 100), ``y`` (ts 150, overhead 7). In the order ``w z v | y x`` each processor's
+    first task keeps its recorded start (70, 150) and each later one starts its recorded gap
+    to its old predecessor after the new one: ``z`` and ``x`` had no predecessor (gap 0, so
+    70 and 150), ``v`` 90 - 70 = 20 after ``z`` (90). Only ``v`` had overhead and is not first:
+    one regenerated thread edge, task 1 -> 2 with delay 6. A first task of the stream is not
+    the thread's last task's successor (``x`` would start 10 later)."""
+    b = GraphBuilder()
+    th, st = b.thread(1), b.stream(7)
+    b.task(th, "z", 3, ts_ns=50)
+    b.task(th, "w", 3, ts_ns=70, gap_ns=4)
+    b.task(th, "v", 3, ts_ns=90, gap_ns=6)
+    b.task(st, "x", 5, ts_ns=100)
+    b.task(st, "y", 5, ts_ns=150, gap_ns=7)
+    g = b.build().validate()
+    tasks, (isrc, idst, ikind, idelay) = tasks_in_order(g, np.array([1, 0, 2, 4, 3]), g.edges)
+    assert [g.names[i] for i in tasks.name_idx.tolist()] == ["w", "z", "v", "y", "x"]
+    assert tasks.processor_idx.tolist() == [0, 0, 0, 1, 1]
+    assert tasks.order.tolist() == [0, 1, 2, 0, 1]
+    assert tasks.ts_ns.tolist() == [70, 70, 90, 150, 150]
+    assert (isrc, idst, ikind, idelay) == ([1], [2], [int(DepKind.INTRA_THREAD)], [6])

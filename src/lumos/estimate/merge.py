@@ -108,7 +108,8 @@ def merge_graphs(graphs: Sequence[ExecGraph]) -> ExecGraph:
         # one spare entry: a part with no dims still has an element 0 for the masked lookups
         dims_map = np.append(_union(dims, g.dims), -1)
         pg_names = [p.name for p in pgs]
-        pg_map = np.empty(len(g.process_groups), dtype=np.int64)
+        # the same for process groups: a part with none may still have comms (pg_idx -1)
+        pg_map = np.full(len(g.process_groups) + 1, -1, dtype=np.int64)
         for j, pg in enumerate(g.process_groups):
             if pg.name not in pg_names:
                 pgs.append(pg)
