@@ -160,3 +160,22 @@ def test_nothing_to_scale_leaves_every_delay():
     usable = _with_dims(g, [-1, -1, 0], [-1, -1])  # the 1 ns span at the gap's middle, 15
     delay, changed = retime_spans(usable, OLD, NEW, ShapeModel(), layer)
     assert delay.tolist() == [12] and changed == 1
+
+
+def test_a_gap_past_any_depth_of_ended_spans_scales_like_the_span_that_holds_it():
+    """Tasks at 0 and 1000 (10 ns each): one gap, midpoint (0 + 10 + 1000) // 2 = 505, delay
+    10. Span A ``[0, 2000)`` (no first task: outside the layers, ratio 3) holds it; inside A,
+    66 spans ``[1 + i, 400 - i)`` nest (first task 0, in a layer: ratio 2) and all end before
+    the gap. The gap's owner is A however deep the nesting: 10 x 3 = 30 (a walk up the span
+    tree cut at 64 levels left it in an inner span: 20)."""
+    b = GraphBuilder()
+    th = b.thread(1)
+    b.task(th, "aten::gelu", 10, ts_ns=0)
+    b.task(th, "aten::gelu", 10, ts_ns=1000, gap_ns=10)
+    b.annotate("aten::gelu", th, -1, -1, kind=USER, ts_ns=0, dur_ns=2000)  # A
+    for i in range(66):
+        b.annotate("aten::gelu", th, 0, 0, kind=USER, ts_ns=1 + i, dur_ns=399 - 2 * i)
+    g = _with_dims(b.build(), [0] * 67, [-1, -1])
+    delay, changed = retime_spans(g, OLD, NEW, ShapeModel(), np.array([0, -1], np.int32))
+    assert delay.tolist() == [30]
+    assert changed == 1

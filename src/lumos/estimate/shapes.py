@@ -448,7 +448,8 @@ def retime_spans(
         sel = np.flatnonzero(proc == p)
         k = np.searchsorted(s0, mid[sel], side="right") - 1
         # walk up from the latest-starting span to the first one that contains the point
-        for _ in range(64):
+        # (however deep the nesting: a parent comes before its child, so each step ends)
+        while True:
             out = (k >= 0) & (s1[np.maximum(k, 0)] <= mid[sel])
             if not out.any():
                 break
