@@ -126,7 +126,8 @@ def test_a_device_sync_waits_for_the_device_its_thread_last_launched_on():
         _call("hipDeviceSynchronize", 61, 1, None, tid=2),
     ])  # fmt: skip
     assert streams_of_device(r.layout, r.launches, r.trace) == {
-        0: [r.stream(0, 7)], 1: [r.stream(1, 7), r.stream(1, 9)]
+        0: [r.stream(0, 7)],
+        1: [r.stream(1, 7), r.stream(1, 9)],
     }
     assert r.waits() == [
         ("cuCtxSynchronize", DEVICE, -1, 1, -1, 50_000),
