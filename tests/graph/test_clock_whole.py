@@ -371,6 +371,24 @@ def test_each_kind_of_synchronize_bounds_the_clock_by_the_work_it_waited_for(tmp
     assert b.blocked_upper.dtype == np.int64
 
 
+def test_a_stream_sync_naming_an_id_two_devices_share_bounds_by_the_callers_device(tmp_path):
+    """One process, two GPUs, each with a stream 7 (times in us, origin 1,000): ``a`` on
+    device 1 stream 7 (launch 1,000-1,001, kernel 1,010-1,020) and ``b`` on device 2 stream 7
+    (launch 1,002-1,003, kernel 1,012-1,062). The thread's ``cudaStreamSynchronize`` at
+    1,070-1,075 names stream 7 (HIP argument): it refers to device 2, where the thread
+    launched last, so it waited for ``b``: upper bound 75 - 62 = 13 us at 75 (by device 1's
+    stream 7, ``a``, it would be 55)."""
+    ev = [
+        _x("cuda_runtime", "cudaLaunchKernel", 1000, 1, correlation=1),
+        _x("cuda_runtime", "cudaLaunchKernel", 1002, 1, correlation=2),
+        _x("cuda_runtime", "cudaStreamSynchronize", 1070, 5, correlation=3, stream=7),
+        _kernel("a", 1010, 10, 1, stream=7, device=1),
+        _kernel("b", 1012, 50, 2, stream=7, device=2),
+    ]
+    b = _bounds_of(_trace(tmp_path, ev))
+    assert (b.t_upper.tolist(), b.upper.tolist()) == ([75_000.0], [13_000])
+
+
 def test_a_synchronize_bounds_the_clock_even_by_work_that_ended_at_time_zero(tmp_path):
     """A trace whose clock starts at 0: a launch at 0-5 us of a kernel recorded at 0 for
     0 us (it ends at 0 ns), then a ``cudaDeviceSynchronize`` at 10-20 us: lower bound 0 at

@@ -185,6 +185,22 @@ def test_a_stream_sync_waits_for_what_was_launched_on_its_stream_before_it():
     assert r.diag.to_dict() == {}
 
 
+def test_a_stream_sync_naming_a_stream_id_two_devices_share_takes_the_callers_device():
+    """One process drives two GPUs, each with a stream 7: ``a`` onto device 0 stream 7 (call
+    0-2 us, kernel 10-30), ``b`` onto device 1 stream 7 (call 3-4, kernel 12-50). The
+    thread's ``cudaStreamSynchronize`` (corr 10, 60-61 us) whose record names stream 7 refers
+    to device 1, the one it launched on last: it waits for b (ends 50 us), not for device 0's
+    stream 7 (a, 30 us)."""
+    r = _Run([
+        _call("cudaLaunchKernel", 0, 2, 1), _kernel("a", 7, 10, 20, 1),
+        _call("cudaLaunchKernel", 3, 1, 2), _kernel("b", 7, 12, 38, 2, device=1),
+        _call("cudaStreamSynchronize", 60, 1, 10),
+        _sync_rec("Stream Sync", 60.5, 10, 7, stream=7),
+    ])  # fmt: skip
+    assert r.waits() == [("cudaStreamSynchronize", STREAM, r.stream(1, 7), 1, -1, 50_000)]
+    assert r.diag.to_dict() == {}
+
+
 def test_an_event_sync_waits_for_the_work_launched_before_its_record():
     """``cudaEventRecord`` (corr 5) at 5 us, after a's launch (0 us) and before a2's (8 us),
     both on stream 7. A ``cudaEventSynchronize`` (corr 10, 21-41) whose "Event Sync" record
@@ -468,6 +484,21 @@ def test_a_known_stream_is_named_by_a_record_or_a_hip_argument_on_the_lowest_dev
     assert [known_stream(e, 6, trace, sync, gp) for e in range(4)] == [4, -1, -1, -1]
     assert known_stream(3, 6, trace, sync, {(1, 1): 2, (0, 9): 1}) == -1
     assert known_stream(3, 6, trace, sync, {(0, 1): 2}) == 2
+
+
+def test_a_known_stream_id_is_looked_up_on_the_device_the_call_refers_to():
+    """One process, two GPUs, each with a stream 7: (2, 7) -> gp 5, (1, 7) -> gp 6, and
+    (1, 8) -> gp 4 on device 1 only. A sync naming stream 7 from a thread that last launched
+    on device 2 is device 2's (gp 5), on device 1 device 1's (gp 6); stream 8 named for
+    device 2, which has none, falls back to the lowest device (gp 4); a device with no streams
+    at all (3) likewise (gp 6); the HIP argument path the same (8 on device 1: gp 4)."""
+    gp = {(2, 7): 5, (1, 7): 6, (1, 8): 4}
+    trace = _trace([], [8, 0, -1, 1])
+    sync = {3: (0, 7, -1), 4: (0, 8, -1)}
+    assert [known_stream(0, 3, trace, sync, gp, d) for d in (2, 1, 3)] == [5, 6, 6]
+    assert known_stream(0, 4, trace, sync, gp, 2) == 4
+    assert known_stream(0, 6, trace, sync, gp, 1) == 4
+    assert known_stream(1, 6, trace, sync, gp, 2) == -1
     assert known_stream(0, 6, trace, sync, {}) == -1
     assert known_stream(0, 3, trace, sync, {(0, 7): 8}) == 8
     # stream id 0: named by a record it is known; as a HIP argument it is the null stream

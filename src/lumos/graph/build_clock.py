@@ -169,7 +169,8 @@ def clock_bounds(trace: KinetoTrace, layout: TaskLayout, launches: Launches) -> 
         if is_dev[ev.name_idx[e]]:
             waited = max(ends, default=-1)
         else:
-            stream = known_stream(e, int(ev.correlation_id[e]), trace, sync_by_corr, stream_gp)
+            corr = int(ev.correlation_id[e])
+            stream = known_stream(e, corr, trace, sync_by_corr, stream_gp, dev)
             certain = stream >= 0
             waited = end_of_last(launches, end, stream, s) if certain else min(ends, default=-1)
         if waited >= 0:

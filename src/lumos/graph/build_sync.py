@@ -151,7 +151,7 @@ def plan_syncs(
             plan.wait_record.append(-1)
             plan.waited_end_ns[t] = max(ends, default=-1)
             continue
-        stream = known_stream(e, corr, trace, sync_by_corr, stream_gp)
+        stream = known_stream(e, corr, trace, sync_by_corr, stream_gp, dev)
         if stream < 0:
             stream = _infer_waited_stream(launches, end, all_streams, s, f)
         if stream < 0:
@@ -238,18 +238,24 @@ def known_stream(
     trace: KinetoTrace,
     sync_by_corr: dict[int, tuple[int, int, int]],
     stream_gp: dict[tuple[int, int], int],
+    device: int | None = None,
 ) -> int:
     """The stream a sync call names (its ``cuda_sync`` event, or a HIP stream argument), as a
-    graph processor; -1 when the trace does not say."""
+    graph processor; -1 when the trace does not say. Stream ids repeat across the devices of
+    a process (each GPU's default stream is 7): the id is looked up on ``device`` (the one
+    the call refers to, :func:`device_of_call`) when that device has such a stream, else on
+    the trace's lowest device."""
     info = sync_by_corr.get(corr)
-    devices = sorted({d for d, _ in stream_gp})
-    dev = devices[0] if devices else 0
     if info is not None and info[1] >= 0:
-        return stream_gp.get((dev, info[1]), -1)
-    s = int(trace.events.stream[e])
-    if s > 0:  # HIP writes the stream handle; 0 is the null stream, not a stream id we know
-        return stream_gp.get((dev, s), -1)
-    return -1
+        sid = info[1]
+    else:
+        sid = int(trace.events.stream[e])
+        if sid <= 0:  # HIP writes the stream handle; 0 is the null stream, not an id we know
+            return -1
+    if device is not None and (device, sid) in stream_gp:
+        return stream_gp[(device, sid)]
+    devices = sorted({d for d, _ in stream_gp})
+    return stream_gp.get((devices[0] if devices else 0, sid), -1)
 
 
 def _first_warnings(waits: StreamWaits) -> dict[int, list[tuple[str, int, str]]]:
