@@ -1,0 +1,83 @@
+"""Spans of a graph built from a hand-written Kineto trace (``lumos.graph.build_spans``): which
+events become USER spans, and which tasks a ProfilerStep covers.
+
+Times in the traces are in us, as Kineto writes them; every expected task index, lead and tail
+below follows from the recorded times by the rules in the functions' docstrings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lumos.graph.build import build_graph
+from lumos.graph.model import AnnotationKind, ExecGraph
+from lumos.ingest.kineto import trace_from_bytes
+
+US = 1_000
+
+
+def _ev(cat: str, name: str, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+
+
+def _graph(events: list[dict[str, Any]]) -> ExecGraph:
+    return build_graph(trace_from_bytes(json.dumps({"traceEvents": events}).encode(), "t.json"))
+
+
+def _spans(g: ExecGraph) -> list[tuple[str, int, int, int, int, int, int, int, int]]:
+    a = g.annotations
+    return [(g.names[int(a.name_idx[i])], int(a.kind[i]), int(a.processor_idx[i]),
+             int(a.first_task_idx[i]), int(a.last_task_idx[i]), int(a.ts_ns[i]),
+             int(a.dur_ns[i]), int(a.lead_ns[i]), int(a.tail_ns[i]))
+            for i in range(len(a))]  # fmt: skip
+
+
+def test_user_spans_are_the_ops_annotations_and_modules_that_are_no_task():
+    """One thread: ``ProfilerStep#1`` (0-200 us), module ``nn.Module: Block_0`` (5-95), a plain
+    Python function (5-95), ``aten::linear`` (10-90) over two leaf ops, ``aten::mm`` (20-50)
+    and ``aten::add`` (60-70), a zero-length annotation ``mark`` (75) and a childless
+    ``zero_grad`` (120-140). Tasks: 0 the anchor, 1 the step's marker, 2 ``aten::mm``, 3
+    ``aten::add``. The step covers its marker to ``aten::add`` (tail 200 - 70 = 130 us). USER
+    spans, in event order: the module (lead 20 - 5 = 15, tail 95 - 70 = 25) and
+    ``aten::linear`` (lead 10, tail 20) over tasks 2-3, and ``zero_grad`` with no task (lead
+    and tail 0). Not spans: the leaf ops (tasks themselves), the step (a STEP span), ``mark``
+    (no length) and the Python function that is no module."""
+    g = _graph([
+        _ev("user_annotation", "ProfilerStep#1", 0, 200),
+        _ev("python_function", "nn.Module: Block_0", 5, 90),
+        _ev("python_function", "train.py(3): step", 5, 90),
+        _ev("cpu_op", "aten::linear", 10, 80),
+        _ev("cpu_op", "aten::mm", 20, 30),
+        _ev("cpu_op", "aten::add", 60, 10),
+        _ev("user_annotation", "mark", 75, 0),
+        _ev("user_annotation", "zero_grad", 120, 20),
+    ])  # fmt: skip
+    step, user = int(AnnotationKind.STEP), int(AnnotationKind.USER)
+    assert [g.names[int(i)] for i in g.tasks.name_idx] == [
+        "<start>", "ProfilerStep#1", "aten::mm", "aten::add"
+    ]
+    assert _spans(g) == [
+        ("ProfilerStep#1", step, 0, 1, 3, 0, 200 * US, 0, 130 * US),
+        ("nn.Module: Block_0", user, 0, 2, 3, 5 * US, 90 * US, 15 * US, 25 * US),
+        ("aten::linear", user, 0, 2, 3, 10 * US, 80 * US, 10 * US, 20 * US),
+        ("zero_grad", user, 0, -1, -1, 120 * US, 20 * US, 0, 0),
+    ]
+
+
+def test_a_step_on_a_thread_without_work_ends_with_the_last_work_inside_it():
+    """``aten::mm`` (10-50 us) on thread 1 is the trace's first event (row 0);
+    ``ProfilerStep#1`` (10-100 us) is annotated on thread 2, which does nothing else. Tasks:
+    thread 1's anchor and ``aten::mm`` (0, 1), thread 2's anchor and the step's marker (2, 3).
+    The step starts at its marker and ends with the last work that ran inside it, ``aten::mm``
+    (task 1): tail 100 - 50 = 50 us (its whole length, 90 us, had no work counted)."""
+    g = _graph([
+        _ev("cpu_op", "aten::mm", 10, 40, tid=1),
+        _ev("user_annotation", "ProfilerStep#1", 10, 90, tid=2),
+    ])  # fmt: skip
+    assert [g.names[int(i)] for i in g.tasks.name_idx] == [
+        "<start>", "aten::mm", "<start>", "ProfilerStep#1"
+    ]
+    assert _spans(g) == [
+        ("ProfilerStep#1", int(AnnotationKind.STEP), 1, 3, 1, 10 * US, 90 * US, 0, 50 * US)
+    ]
