@@ -157,3 +157,25 @@ def test_an_op_that_waited_on_another_thread_is_split_only_when_longer_than_four
     else:
         assert into_c == [("INTRA_THREAD", "W", 10_000)]
         assert g.diagnostics.count("blocking_call_split") == 0
+
+
+def test_a_kernel_launched_after_a_blocked_launch_began_did_not_free_its_slot(tmp_path):
+    """The blocked launch of the full-queue test above (9-106 us, kernels k0-k6 on stream 7,
+    k0 ending at 105 us) plus thread 2 launching ``kx`` at 10 us (after the blocked call began)
+    onto stream 8, running 20-105.5 us. ``kx`` ends later than k0 and within the call, but a
+    kernel launched after the call began cannot be the one whose end freed the slot it waited
+    for: the releaser is still k0 (the next launch, 107 us, waits for it with 2 us)."""
+    events = []
+    for i, (start, dur) in enumerate(zip((0, 3, 6, 9, 107, 110, 113), (2, 2, 2, 97, 2, 2, 2),
+                                         strict=True)):  # fmt: skip
+        events += [_call("cudaLaunchKernel", start, dur, i + 1),
+                   _gpu("kernel", f"k{i}", 5 + 100 * i, 100, i + 1)]  # fmt: skip
+    events += [{**_call("cudaLaunchKernel", 10, 2, 99), "tid": 2},
+               _gpu("kernel", "kx", 20, 85.5, 99, stream=8)]  # fmt: skip
+    g = build_graph(_read(tmp_path, events))
+    assert g.diagnostics.count("blocking_call_split") == 1
+    e = g.edges
+    sync = [(g.names[int(g.tasks.name_idx[s])], g.names[int(g.tasks.name_idx[d])], int(dl))
+            for s, d, k, dl in zip(e.src, e.dst, e.kind, e.delay_ns, strict=True)
+            if k == int(DepKind.SYNC)]  # fmt: skip
+    assert sync == [("k0", "cudaLaunchKernel", 2_000)]
