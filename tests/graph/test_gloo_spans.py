@@ -32,7 +32,8 @@ from lumos.graph.build_gloo import (
     on_lanes,
 )
 from lumos.graph.build_tasks import GLOO_LEFT_OUT
-from lumos.graph.model import TaskKind
+from lumos.graph.model import CommType, TaskKind
+from lumos.graph.synthetic import GraphBuilder
 from lumos.ingest.kineto import read_kineto, trace_from_bytes
 from lumos.replay import build_workload, parse_scale, replay
 
@@ -130,8 +131,10 @@ def _cpu(cat: str, name: str, ts: float, dur: float) -> dict[str, Any]:
 
 
 def test_a_lone_send_in_flight_gets_a_lane_and_a_blocking_one_none():
-    """One thread, one ``gloo:send`` span (0-100 us), ``aten::add`` at 150 us (outside it: the
-    thread is no gloo worker, whose other work all lies inside its spans). When ``aten::mul``
+    """One thread, one ``gloo:send`` span (0-100 us, the trace's first event, a send call of its
+    own whose work event it is: one SEND comm, nothing without a call), ``aten::add`` at 150 us
+    (outside it: the thread is no gloo worker, whose other work all lies inside its spans).
+    When ``aten::mul``
     starts inside the span (20 us) the send was in flight: it goes onto one lane appended
     after the thread (row 1: tid 2**40 + 1, the thread's pid and device, labelled after it),
     the ops stay on the thread. When ``aten::mul`` starts after it (110 us) the send blocked:
@@ -152,6 +155,10 @@ def test_a_lone_send_in_flight_gets_a_lane_and_a_blocking_one_none():
         g = build_graph(trace)
         comm = g.tasks.kind == int(TaskKind.CPU_COMM)
         assert [g.names[i] for i in g.tasks.name_idx[comm]] == ["gloo:send"]
+        # the span (the trace's event 0) is its own call's work event: tied to that call
+        assert trace.collectives.work_event_idx.tolist() == [0]
+        assert g.comms.kind.tolist() == [int(CommType.SEND)]
+        assert g.diagnostics.count("comm_task_without_collective_call") == 0
         lane_tasks = [g.names[i] for i in g.tasks.name_idx[on_lanes(g)]]
         assert lane_tasks == ["<start>", "gloo:send"][: 2 * lanes]  # a lane opens like a thread
 
@@ -184,3 +191,13 @@ def test_a_gloo_worker_runs_only_work_that_lies_inside_its_spans(copy2, worker):
     out, lane_of = gloo_lanes(trace)
     assert lane_of[gloo].tolist() == [-1 if worker else 1]
     assert out.processors.label[1:] == (() if worker else ("thread 2 (pid 1) gloo p2p 0",))
+
+
+def test_lanes_are_the_processors_whose_thread_ids_start_at_2_to_the_40():
+    """Lane thread ids are 2**40 and up (2**40 + the lane's row), a range kept clear of OS
+    thread ids: one task on each of threads 2**40 - 1, 2**40 and 2**40 + 1 runs on no lane, a
+    lane and a lane."""
+    b = GraphBuilder()
+    for tid in ((1 << 40) - 1, 1 << 40, (1 << 40) + 1):
+        b.task(b.thread(tid), "op", 10)
+    assert on_lanes(b.build()).tolist() == [False, True, True]
