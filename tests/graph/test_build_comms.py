@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import DATA
 
 from lumos.graph.build import build_graph
+from lumos.graph.build_comms import _CallsByThread
 from lumos.graph.model import CommType
 from lumos.ingest.kineto import read_kineto
 
@@ -89,3 +90,23 @@ def test_a_kernel_of_a_collective_call_of_no_known_type_is_of_unknown_type(tmp_p
     assert c.kind.tolist() == [int(CommType.UNKNOWN)] * 2
     assert c.size_bytes.tolist() == [4096, 4096]
     assert g.diagnostics.count("comm_task_without_collective_call") == 0
+
+
+def test_the_call_enclosing_a_launch_is_found_on_its_thread_only(tmp_path):
+    """Two calls on thread 1, ``all_reduce`` at 0-20 us (row 0) and ``broadcast`` at 100-120 us
+    (row 1). A time inside a call, its start or its end (bounds included) gives that call's
+    row; a time between the calls, before the first or after the last, or on a thread with no
+    call (the kernels' stream), gives -1."""
+    events = _nccl_call("all_reduce", 0, 1) + _nccl_call("broadcast", 100, 2)
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    trace = read_kineto(p)
+    coll = trace.collectives
+    assert list(coll.kind) == ["all_reduce", "broadcast"]
+    calls = _CallsByThread(trace.events, coll.event_idx)
+    thread = int(trace.events.processor_idx[coll.event_idx[0]])
+    at = [-1, 0, 2_000, 20_000, 20_001, 99_999, 100_000, 120_000, 120_001]
+    assert [calls.enclosing(thread, t) for t in at] == [-1, 0, 0, 0, -1, -1, 1, 1, -1]
+    kernel = trace.events.name_idx.tolist().index(trace.names.index("ncclDevKernel_Generic"))
+    stream = int(trace.events.processor_idx[kernel])
+    assert stream != thread and calls.enclosing(stream, 10_000) == -1
