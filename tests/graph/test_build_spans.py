@@ -55,7 +55,10 @@ def test_user_spans_are_the_ops_annotations_and_modules_that_are_no_task():
     ])  # fmt: skip
     step, user = int(AnnotationKind.STEP), int(AnnotationKind.USER)
     assert [g.names[int(i)] for i in g.tasks.name_idx] == [
-        "<start>", "ProfilerStep#1", "aten::mm", "aten::add"
+        "<start>",
+        "ProfilerStep#1",
+        "aten::mm",
+        "aten::add",
     ]
     assert _spans(g) == [
         ("ProfilerStep#1", step, 0, 1, 3, 0, 200 * US, 0, 130 * US),
@@ -76,7 +79,10 @@ def test_a_step_on_a_thread_without_work_ends_with_the_last_work_inside_it():
         _ev("user_annotation", "ProfilerStep#1", 10, 90, tid=2),
     ])  # fmt: skip
     assert [g.names[int(i)] for i in g.tasks.name_idx] == [
-        "<start>", "aten::mm", "<start>", "ProfilerStep#1"
+        "<start>",
+        "aten::mm",
+        "<start>",
+        "ProfilerStep#1",
     ]
     assert _spans(g) == [
         ("ProfilerStep#1", int(AnnotationKind.STEP), 1, 3, 1, 10 * US, 90 * US, 0, 50 * US)
