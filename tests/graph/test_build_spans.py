@@ -8,6 +8,7 @@ below follows from the recorded times by the rules in the functions' docstrings.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from lumos.graph.build import build_graph
@@ -34,17 +35,20 @@ def _spans(g: ExecGraph) -> list[tuple[str, int, int, int, int, int, int, int, i
 
 
 def test_user_spans_are_the_ops_annotations_and_modules_that_are_no_task():
-    """One thread: ``ProfilerStep#1`` (0-200 us), module ``nn.Module: Block_0`` (5-95), a plain
+    """One thread: ``ProfilerStep#1`` (0-200 us), ``data`` (0-3 us, over the step's marker
+    only), module ``nn.Module: Block_0`` (5-95), a plain
     Python function (5-95), ``aten::linear`` (10-90) over two leaf ops, ``aten::mm`` (20-50)
     and ``aten::add`` (60-70), a zero-length annotation ``mark`` (75) and a childless
     ``zero_grad`` (120-140). Tasks: 0 the anchor, 1 the step's marker, 2 ``aten::mm``, 3
     ``aten::add``. The step covers its marker to ``aten::add`` (tail 200 - 70 = 130 us). USER
-    spans, in event order: the module (lead 20 - 5 = 15, tail 95 - 70 = 25) and
+    spans, in event order: ``data``, with no task (its only one is the step's marker, no
+    work: lead and tail 0), the module (lead 20 - 5 = 15, tail 95 - 70 = 25) and
     ``aten::linear`` (lead 10, tail 20) over tasks 2-3, and ``zero_grad`` with no task (lead
     and tail 0). Not spans: the leaf ops (tasks themselves), the step (a STEP span), ``mark``
     (no length) and the Python function that is no module."""
     g = _graph([
         _ev("user_annotation", "ProfilerStep#1", 0, 200),
+        _ev("user_annotation", "data", 0, 3),
         _ev("python_function", "nn.Module: Block_0", 5, 90),
         _ev("python_function", "train.py(3): step", 5, 90),
         _ev("cpu_op", "aten::linear", 10, 80),
@@ -62,6 +66,7 @@ def test_user_spans_are_the_ops_annotations_and_modules_that_are_no_task():
     ]
     assert _spans(g) == [
         ("ProfilerStep#1", step, 0, 1, 3, 0, 200 * US, 0, 130 * US),
+        ("data", user, 0, -1, -1, 0, 3 * US, 0, 0),
         ("nn.Module: Block_0", user, 0, 2, 3, 5 * US, 90 * US, 15 * US, 25 * US),
         ("aten::linear", user, 0, 2, 3, 10 * US, 80 * US, 10 * US, 20 * US),
         ("zero_grad", user, 0, -1, -1, 120 * US, 20 * US, 0, 0),
@@ -87,3 +92,43 @@ def test_a_step_on_a_thread_without_work_ends_with_the_last_work_inside_it():
     assert _spans(g) == [
         ("ProfilerStep#1", int(AnnotationKind.STEP), 1, 3, 1, 10 * US, 90 * US, 0, 50 * US)
     ]
+
+
+def test_spans_over_one_task_on_any_thread_carry_their_shapes_work():
+    """Thread 1: ``aten::mm`` (10-50 us, "Input Dims" [[2, 3], [3, 4]], floats) holding one
+    leaf, ``aten::resolve_conj`` (10-50 us, task 1). Thread 2: annotation ``fwd`` (0-100 us)
+    over ``aten::add`` (20-30 us, task 3), and ``tick``, 1 ns long. Thread 3: only a module
+    call, ``nn.Module: Head_0`` (0-10 us): no task, so no processor and no span.
+
+    ``aten::mm``: tasks 1-1, lead and tail 0, 2 * 2 * 3 * 4 = 48 flops and (6 + 12 + 8) * 4 =
+    104 bytes (inputs and output), its dims row 0 (the graph's only dims). ``fwd`` on processor
+    1: tasks 3-3, lead 20, tail 70 us. ``tick``: kept (it has a length), no task."""
+    mm = {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}
+    events = [
+        {**_ev("cpu_op", "aten::mm", 10, 40), "args": mm},
+        _ev("cpu_op", "aten::resolve_conj", 10, 40),
+        _ev("user_annotation", "fwd", 0, 100, tid=2),
+        _ev("cpu_op", "aten::add", 20, 10, tid=2),
+        _ev("user_annotation", "tick", 40, 0.001, tid=2),
+        _ev("python_function", "nn.Module: Head_0", 0, 10, tid=3),
+    ]
+    g = _graph(events)
+    user = int(AnnotationKind.USER)
+    assert g.processors.label == ("thread 1 (pid 1)", "thread 2 (pid 1)")
+    assert [g.names[int(i)] for i in g.tasks.name_idx] == [
+        "<start>",
+        "aten::resolve_conj",
+        "<start>",
+        "aten::add",
+    ]
+    assert _spans(g) == [
+        ("aten::mm", user, 0, 1, 1, 10 * US, 40 * US, 0, 0),
+        ("fwd", user, 1, 3, 3, 0, 100 * US, 20 * US, 70 * US),
+        ("tick", user, 1, -1, -1, 40 * US, 1, 0, 0),
+    ]
+    a = g.annotations
+    assert a.flops.tolist() == [48, 0, 0] and a.bytes.tolist() == [104, 0, 0]
+    assert a.dims_idx.tolist() == [0, -1, -1] and g.dims == ("[[2, 3], [3, 4]]",)
+    trace = trace_from_bytes(json.dumps({"traceEvents": events}).encode(), "t.json")
+    bare = replace(trace, events=replace(trace.events, dims_idx=None))
+    assert build_graph(bare).annotations.dims_idx.tolist() == [-1, -1, -1]
