@@ -74,23 +74,59 @@ def test_user_spans_are_the_ops_annotations_and_modules_that_are_no_task():
 
 
 def test_a_step_on_a_thread_without_work_ends_with_the_last_work_inside_it():
-    """``aten::mm`` (10-50 us) on thread 1 is the trace's first event (row 0);
-    ``ProfilerStep#1`` (10-100 us) is annotated on thread 2, which does nothing else. Tasks:
-    thread 1's anchor and ``aten::mm`` (0, 1), thread 2's anchor and the step's marker (2, 3).
-    The step starts at its marker and ends with the last work that ran inside it, ``aten::mm``
-    (task 1): tail 100 - 50 = 50 us (its whole length, 90 us, had no work counted)."""
+    """``aten::mm`` (10-90 us) on thread 1 is the trace's first event (row 0);
+    ``ProfilerStep#1`` (10-100 us), ``#2`` (200-300 us) and ``#3`` (400-500 us) are annotated
+    on thread 2, which does nothing else. Thread 3 runs ``aten::gelu`` (20-70 us),
+    ``aten::add`` (from 100 us, step 1's end) and ``aten::sub`` (410-420 us); thread 4
+    ``aten::relu`` (5-95 us, begun before step 1) and ``aten::exp`` (405-450 us). Tasks: thread
+    1 anchor and ``aten::mm`` (0, 1), thread 2 anchor and the three markers (2-5), thread 3
+    anchor, gelu, add, sub (6-9), thread 4 anchor, relu, exp (10-12).
+
+    Each step starts at its marker and ends with the work that started inside it and ended
+    last. Step 1: ``aten::mm`` (task 1, ends 90 us; not relu, begun before; not add, begun at
+    the end): tail 10 us. Step 2 has no work inside: it ends at its own marker, tail its whole
+    length, 100 us. Step 3: ``aten::exp`` (task 12, ends 450 us; not sub, the first inside):
+    tail 50 us."""
     g = _graph([
-        _ev("cpu_op", "aten::mm", 10, 40, tid=1),
+        _ev("cpu_op", "aten::mm", 10, 80, tid=1),
         _ev("user_annotation", "ProfilerStep#1", 10, 90, tid=2),
+        _ev("user_annotation", "ProfilerStep#2", 200, 100, tid=2),
+        _ev("user_annotation", "ProfilerStep#3", 400, 100, tid=2),
+        _ev("cpu_op", "aten::gelu", 20, 50, tid=3),
+        _ev("cpu_op", "aten::add", 100, 10, tid=3),
+        _ev("cpu_op", "aten::sub", 410, 10, tid=3),
+        _ev("cpu_op", "aten::relu", 5, 90, tid=4),
+        _ev("cpu_op", "aten::exp", 405, 45, tid=4),
     ])  # fmt: skip
     assert [g.names[int(i)] for i in g.tasks.name_idx] == [
-        "<start>",
-        "aten::mm",
-        "<start>",
-        "ProfilerStep#1",
-    ]
+        "<start>", "aten::mm",
+        "<start>", "ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3",
+        "<start>", "aten::gelu", "aten::add", "aten::sub",
+        "<start>", "aten::relu", "aten::exp",
+    ]  # fmt: skip
+    step = int(AnnotationKind.STEP)
     assert _spans(g) == [
-        ("ProfilerStep#1", int(AnnotationKind.STEP), 1, 3, 1, 10 * US, 90 * US, 0, 50 * US)
+        ("ProfilerStep#1", step, 1, 3, 1, 10 * US, 90 * US, 0, 10 * US),
+        ("ProfilerStep#2", step, 1, 4, 4, 200 * US, 100 * US, 0, 100 * US),
+        ("ProfilerStep#3", step, 1, 5, 12, 400 * US, 100 * US, 0, 50 * US),
+    ]
+
+
+def test_a_step_on_a_working_thread_ends_with_its_own_threads_last_task():
+    """Thread 1 runs ``aten::mm`` (10-90 us); thread 2 is annotated ``ProfilerStep#1`` (0-100 us)
+    and runs ``aten::add`` (20-30 us). Tasks: 0 and 1 on thread 1, 2-4 on thread 2 (anchor,
+    marker, ``aten::add``). The step's thread works, so the step covers its own thread's tasks,
+    marker to ``aten::add`` (tail 100 - 30 = 70 us), whatever ended later elsewhere."""
+    g = _graph([
+        _ev("cpu_op", "aten::mm", 10, 80, tid=1),
+        _ev("user_annotation", "ProfilerStep#1", 0, 100, tid=2),
+        _ev("cpu_op", "aten::add", 20, 10, tid=2),
+    ])  # fmt: skip
+    assert [g.names[int(i)] for i in g.tasks.name_idx] == [
+        "<start>", "aten::mm", "<start>", "ProfilerStep#1", "aten::add"
+    ]  # fmt: skip
+    assert _spans(g) == [
+        ("ProfilerStep#1", int(AnnotationKind.STEP), 1, 3, 4, 0, 100 * US, 0, 70 * US)
     ]
 
 
