@@ -12,7 +12,6 @@ import json
 import re
 
 import pytest
-
 from tests.perturb import ranks_clock_offset, write
 from tests.realdata import needs_realdata, trace
 
