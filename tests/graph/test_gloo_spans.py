@@ -194,10 +194,12 @@ def test_a_gloo_worker_runs_only_work_that_lies_inside_its_spans(copy2, worker):
 
 
 def test_lanes_are_the_processors_whose_thread_ids_start_at_2_to_the_40():
-    """Lane thread ids are 2**40 and up (2**40 + the lane's row), a range kept clear of OS
-    thread ids: one task on each of threads 2**40 - 1, 2**40 and 2**40 + 1 runs on no lane, a
-    lane and a lane."""
+    """Lane thread ids are 2**40 + the lane's row, in ``[2**40, 2**40 + 2**32)``, a range
+    kept clear of OS thread ids: one task on each of threads 2**40 - 1, 2**40, 2**40 + 1,
+    2**40 + 2**32 - 1, 2**40 + 2**32 and a pthread id as some recorders write it
+    (0x7f3a2b1c4d5e) runs on no lane, a lane, a lane, a lane, no lane, no lane."""
     b = GraphBuilder()
-    for tid in ((1 << 40) - 1, 1 << 40, (1 << 40) + 1):
+    top = (1 << 40) + (1 << 32)
+    for tid in ((1 << 40) - 1, 1 << 40, (1 << 40) + 1, top - 1, top, 0x7F3A2B1C4D5E):
         b.task(b.thread(tid), "op", 10)
-    assert on_lanes(b.build()).tolist() == [False, True, True]
+    assert on_lanes(b.build()).tolist() == [False, True, True, True, False, False]

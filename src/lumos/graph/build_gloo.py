@@ -29,13 +29,18 @@ __all__ = ["CPU_CANDIDATES", "gloo_lanes", "gloo_spans", "inside_gloo_workers", 
 
 #: Event categories that may be CPU tasks (their leaves are: lumos.graph.build_tasks).
 CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
-# lane thread ids, clear of OS thread ids: 2**40 + the lane's processor row
+# lane thread ids: 2**40 + the lane's processor row, clear of Linux thread ids (below 2**22)
+# and below pthread ids (0x7f... on Linux, 0x70... on macOS: about 2**46.7), which some
+# recorders write as the thread id
 _LANE_TID_BASE = 1 << 40
+_LANE_TID_END = _LANE_TID_BASE + (1 << 32)
 
 
 def on_lanes(graph: ExecGraph) -> NDArray[np.bool_]:
-    """Which of a graph's tasks run on a lane (a gloo send or receive in flight)."""
-    lane = graph.processors.tid >= _LANE_TID_BASE
+    """Which of a graph's tasks run on a lane (a gloo send or receive in flight): those on a
+    processor whose thread id is a lane's, in ``[2**40, 2**40 + 2**32)``."""
+    tid = graph.processors.tid
+    lane = (tid >= _LANE_TID_BASE) & (tid < _LANE_TID_END)
     return lane[graph.tasks.processor_idx]
 
 
