@@ -118,3 +118,20 @@ def test_encode_attr_equals_protobuf_for_every_kind():
             assert (list(back.value) if a.kind.endswith("_list") else back.value) == (
                 list(a.value) if a.kind.endswith("_list") else a.value
             )
+
+
+def test_read_varint_values_positions_and_refusals():
+    """Protobuf varints: 7-bit groups, least significant first, the high bit saying another
+    follows. ``01`` is 1, ``ac 02`` is 0x2c + (2 << 7) = 300, ten bytes ``ff``x9 ``01`` are
+    2**64 - 1; the position returned is the byte after. Input ending inside a number (empty,
+    or ``80``) is ``truncated varint``; an eleventh byte is ``varint longer than 10 bytes``."""
+    from lumos.chakra.attrs import WireError, read_varint
+
+    assert read_varint(b"\x01", 0) == (1, 1)
+    assert read_varint(b"\x00\xac\x02\x07", 1) == (300, 3)
+    assert read_varint(memoryview(M1), 0) == (2**64 - 1, 10)
+    for raw, pos, message in ((b"", 0, "truncated varint"), (b"\x01\x80", 1, "truncated varint"),
+                              (b"\xff" * 11, 0, "varint longer than 10 bytes")):  # fmt: skip
+        with pytest.raises(WireError) as exc:
+            read_varint(raw, pos)
+        assert str(exc.value) == message

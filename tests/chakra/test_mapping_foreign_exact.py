@@ -202,3 +202,20 @@ def test_cpu_work_without_a_tid_runs_on_thread_0_and_gpu_work_on_its_tid():
     assert g.processors.label == ("thread 0", "stream 4")
     assert g.processors.tid.tolist() == [0, 4]
     assert g.edges.kind.tolist() == [DepKind.LAUNCH]
+
+
+def test_dep_kind_of_every_processor_pair():
+    """Edge kinds from (src, dst) processor kinds (0 thread, 1 stream) and whether both ends are
+    the same processor (possible only when the kinds agree): thread -> other thread
+    INTER_THREAD, same thread INTRA_THREAD, thread -> stream LAUNCH, stream -> thread SYNC,
+    stream -> other stream INTER_STREAM, same stream INTRA_STREAM."""
+    import numpy as np
+
+    from lumos.chakra.mapping_foreign import _dep_kind
+
+    pk = np.array([[0, 0, 0, 1, 1, 1], [0, 0, 1, 0, 1, 1]], dtype=np.int8)
+    same = np.array([False, True, False, False, False, True])
+    out = _dep_kind(pk, same)
+    assert out.dtype == np.int8
+    assert out.tolist() == [DepKind.INTER_THREAD, DepKind.INTRA_THREAD, DepKind.LAUNCH,
+                            DepKind.SYNC, DepKind.INTER_STREAM, DepKind.INTRA_STREAM]  # fmt: skip

@@ -232,3 +232,26 @@ def test_times_beyond_int64_ns_name_the_file_and_node():
         f"edited.et: node id 0: start_time_micros {MAX_MICROS + 1} us does not fit int64 "
         f"nanoseconds (at most {MAX_MICROS} us; 1 nodes)"
     )
+
+
+@pytest.mark.parametrize("attr_name", ["lumos_kind", "lumos_proc", "lumos_order", "dur_ns"])
+def test_a_task_without_a_required_attribute_is_refused_naming_it(attr_name):
+    """``lumos_kind``, ``lumos_proc``, ``lumos_order`` and ``dur_ns`` are required on every task
+    node of a lumos trace: renaming the attribute on the second task only (node id 1, the
+    all-reduce) or on every node is refused naming the path, the first task without it and the
+    attribute, never read with a default."""
+    t = dataclasses.replace(to_chakra(_graph()), path="edited.et")
+    k = t.attr_names.index(attr_name)
+    rows = np.flatnonzero(t.attr_name_idx == k)
+    node_of = np.searchsorted(t.attr_ptr, rows, side="right") - 1
+    assert node_of.tolist()[:2] == [0, 1]  # both tasks carry it
+    idx = t.attr_name_idx.copy()
+    idx[rows[1]] = len(t.attr_names)
+    one = dataclasses.replace(t, attr_names=(*t.attr_names, "renamed"), attr_name_idx=idx)
+    with pytest.raises(ChakraFormatError) as exc:
+        from_chakra(one)
+    assert str(exc.value) == f"edited.et: node id 1: no {attr_name}"
+    names = tuple("renamed" if s == attr_name else s for s in t.attr_names)
+    with pytest.raises(ChakraFormatError) as exc:
+        from_chakra(dataclasses.replace(t, attr_names=names))
+    assert str(exc.value) == f"edited.et: node id 0: no {attr_name}"

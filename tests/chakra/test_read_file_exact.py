@@ -215,3 +215,48 @@ def test_a_file_of_mostly_empty_node_records_is_refused(tmp_path):
     )
     p = _file(tmp_path, META + b"\x00" * 1024 + NODE_A, "ok.et")
     assert read_chakra(p).num_nodes == 1025
+
+
+def _named(name: bytes, attr_name: bytes) -> bytes:
+    """A node record: id 1, ``name``, one attribute {``attr_name``, int64_val 1}."""
+    a = b"\x0a" + _v(len(attr_name)) + attr_name + b"\x48\x01"
+    return _rec(b"\x08\x01\x12" + _v(len(name)) + name + b"\x52" + _v(len(a)) + a)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "message"),
+    [
+        (((b"x", b"k"), (b"\xff\xfe", b"k")), "node name of row 1 is not valid UTF-8: b'\\xff\\xfe'"),
+        (((b"x", b"k"), (b"x", b"\xc3")), "attribute name of row 1 is not valid UTF-8: b'\\xc3'"),
+    ],
+)  # fmt: skip
+def test_names_that_are_not_utf8_are_refused_naming_the_row(tmp_path, nodes, message):
+    """Node and attribute names are protobuf strings (UTF-8): the second node's name ``ff fe``
+    (never UTF-8) or its attribute name ``c3`` (a truncated two-byte sequence) is refused naming
+    the file, which table, the first row using the name (row 1: row 0 is the first node's valid
+    name) and the bytes."""
+    p = _file(tmp_path, META + b"".join(_named(*n) for n in nodes), "u.et")
+    with pytest.raises(ChakraFormatError) as exc:
+        read_chakra(p)
+    assert str(exc.value) == f"{p}: {message}"
+
+
+def test_metadata_with_a_truncated_varint_is_refused_with_the_reason(tmp_path):
+    """A GlobalMetadata record ``0a`` (the tag of field 1, length-delimited, then nothing):
+    the length varint is cut, and the message says so."""
+    p = _file(tmp_path, _rec(b"\x0a") + NODE_A, "v.et")
+    with pytest.raises(ChakraFormatError) as exc:
+        read_chakra(p)
+    assert str(exc.value) == f"{p}: GlobalMetadata record does not decode: truncated varint"
+
+
+def test_gzip_output_is_deterministic_with_a_zero_mtime(tmp_path):
+    """``write_chakra(gzip=True)`` writes one RFC 1952 member whose header is fixed: magic
+    ``1f 8b``, deflate (8), no flags (no file name), MTIME 0 (not the clock: the same trace
+    gives the same bytes), XFL 2 (level 9) and OS 255 (unknown), as Python's ``gzip`` writes it;
+    its content is the plain file."""
+    t = read_chakra(_file(tmp_path, META + NODE_A + NODE_B, "t.et"))
+    plain = chakra_io.write_chakra(t, tmp_path / "a.et")[0].read_bytes()
+    gz = chakra_io.write_chakra(t, tmp_path / "a.et.gz", gzip=True)[0].read_bytes()
+    assert gz[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    assert gzip.decompress(gz) == plain
