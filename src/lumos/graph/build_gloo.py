@@ -30,7 +30,7 @@ __all__ = ["CPU_CANDIDATES", "gloo_lanes", "gloo_spans", "inside_gloo_workers", 
 #: Event categories that may be CPU tasks (their leaves are: lumos.graph.build_tasks).
 CPU_CANDIDATES = (int(Category.CPU_OP), int(Category.RUNTIME), int(Category.DRIVER))
 # lane thread ids: 2**40 + the lane's processor row, clear of Linux thread ids (below 2**22)
-# and below pthread ids (0x7f... on Linux, 0x70... on macOS: about 2**46.7), which some
+# and below pthread ids (0x7f... on Linux, 0x70... on macOS: about 2**47), which some
 # recorders write as the thread id
 _LANE_TID_BASE = 1 << 40
 _LANE_TID_END = _LANE_TID_BASE + (1 << 32)
