@@ -106,13 +106,16 @@ def test_layers_ranks_agree_on_one_count_on_declining_with_reasons_and_names_a_m
     declined = [{"rank": 0, "layers": None, "reason": "loops"},
                 {"rank": 1, "layers": None, "reason": "loops"}]  # fmt: skip
     assert _ranks_agree({**verdict, "ranks": declined}) == Check(
-        name, True, "2 rank(s) decline: every rank declines; ranks 0, 1: loops")
+        name, True, "2 rank(s) decline: every rank declines; ranks 0, 1: loops"
+    )
     silent = [declined[0], {"rank": 1, "layers": None, "reason": ""}]
     assert _ranks_agree({**verdict, "ranks": silent}) == Check(
-        name, False, "2 rank(s) decline: every rank declines; ranks 0, 1: loops")
+        name, False, "2 rank(s) decline: every rank declines; ranks 0, 1: loops"
+    )
     same = [{"rank": r, "layers": 4, "reason": ""} for r in range(3)]
     assert _ranks_agree({"ranks": same}) == Check(name, True, "3 rank(s) with 4 layers each")
     mixed = [{"rank": 2, "layers": 4, "reason": ""}, {"rank": 0, "layers": 3, "reason": ""},
              {"rank": 1, "layers": None, "reason": "loops"}]  # fmt: skip
     assert _ranks_agree({"ranks": mixed}) == Check(
-        name, False, "ranks report different layer counts (2: 4, 0: 3, 1: None)")
+        name, False, "ranks report different layer counts (2: 4, 0: 3, 1: None)"
+    )
