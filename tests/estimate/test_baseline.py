@@ -223,3 +223,37 @@ def test_layers_from_module_annotations_name_the_module_class_in_their_how(cls):
     assert base.layer_maps[0].how == f"module annotations (nn.Module: {cls})"
     assert (base.values["layers"], base.how["layers"]) == (
         2, f"2 forward calls of nn.Module: {cls} per rank x pp 1")  # fmt: skip
+
+
+def test_flattened_layers_read_heads_batch_and_sequence_from_their_attention_tensors():
+    """The flattened layers of the vLLM-style test (products ``[6, 64] @ [64, 128]``, 3-D
+    tensors (6, 2, 32) led by the 6 product rows), now with 4-D tensors on ``aten::gelu``:
+    (2, 4, 3, 16) has b x s = 2 x 3 = 6 = tokens and heads x width = 4 x 16 = 64 = hidden, so
+    it gives heads 4, micro-batch size 2 and sequence 3; (2, 2, 3, 16) fails the width test
+    (2 x 16 = 32) and (1, 4, 3, 16) the token test (1 x 3 = 3), so neither counts. Tokens 6
+    are already b x s: nothing is derived."""
+    base = detect_baseline(job({
+        **{n: "[[6, 2, 32]]" for n in FWD[2:]},
+        "aten::gelu": "[[2, 4, 3, 16], [2, 2, 3, 16], [1, 4, 3, 16]]",
+        "aten::mm": "[[6, 64], [64, 128]]",
+    }))  # fmt: skip
+    att = "attention tensors (b, heads, s, hidden/heads) = [2, 4, 3, 16]"
+    assert base.values == {"tokens": 6, "hidden": 64, "ffn": 128, "heads": 4,
+                           "microbatch_size": 2, "seq": 3, "pp": 1, "layers": 2,
+                           "microbatches": 1}  # fmt: skip
+    assert (base.how["heads"], base.how["microbatch_size"], base.how["seq"]) == (att, att, att)
+    assert base.how["tokens"] == "rows of 4 forward matrix products (tokens, K)"
+
+
+def test_only_flat_lists_of_integers_are_activation_shapes():
+    """As the (b, s, hidden) = (2, 8, 32) job, but ``aten::exp`` also records a tensor list (a
+    list of three shapes, which is no shape) and a scalar (``[]``) beside its (2, 8, 32): only
+    the flat lists of integers count, so hidden is still read from 7 ops x 4 blocks = 28
+    activations and every value is the plain job's."""
+    base = detect_baseline(job({
+        **{n: "[[2, 8, 32]]" for n in FWD[1:-1]},
+        "aten::exp": "[[[2, 8, 32], [2, 8, 32], [2, 8, 32]], [], [2, 8, 32]]",
+    }))  # fmt: skip
+    assert base.values == {"hidden": 32, "microbatch_size": 2, "seq": 8, "tokens": 16,
+                           "pp": 1, "layers": 2, "microbatches": 1}  # fmt: skip
+    assert base.how["hidden"] == "last dimension of 28 layer activations"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tests.realdata import REPLAY_TRACES, astra_custom, realdata, trace
 
-from lumos.estimate.invariants import CHECKS, Check, _fit_in_step, check_invariants
+from lumos.estimate.invariants import CHECKS, Check, _fit_in_step, _ranks_agree, check_invariants
 from lumos.examples_data import example_run_dir
 
 DATA = Path(__file__).parents[1] / "data"
@@ -94,4 +94,28 @@ def test_layers_fit_in_step_lists_at_most_four_ranks_and_else_the_ones_that_do_n
     over = [*five, _rank(5, 1_000_000, 1_500_000, 2_000_000)]
     assert _fit_in_step({"ranks": over}) == Check(
         "layers_fit_in_step", False, "rank 5: 2.500 of 2.000 ms ..."
+    )
+
+
+def test_layers_ranks_agree_on_one_count_on_declining_with_reasons_and_names_a_mismatch():
+    """Ranks that all decline hold when each gives a reason (the detail is the job's reason)
+    and fail when one gives none; one count on every rank holds; two counts fail, listing every
+    rank's count in rank order as given (a declining rank's ``None`` among them)."""
+    name = "layers_ranks_agree"
+    verdict = {"verdict": {"reason": "every rank declines; ranks 0, 1: loops"}}
+    declined = [{"rank": 0, "layers": None, "reason": "loops"},
+                {"rank": 1, "layers": None, "reason": "loops"}]  # fmt: skip
+    assert _ranks_agree({**verdict, "ranks": declined}) == Check(
+        name, True, "2 rank(s) decline: every rank declines; ranks 0, 1: loops"
+    )
+    silent = [declined[0], {"rank": 1, "layers": None, "reason": ""}]
+    assert _ranks_agree({**verdict, "ranks": silent}) == Check(
+        name, False, "2 rank(s) decline: every rank declines; ranks 0, 1: loops"
+    )
+    same = [{"rank": r, "layers": 4, "reason": ""} for r in range(3)]
+    assert _ranks_agree({"ranks": same}) == Check(name, True, "3 rank(s) with 4 layers each")
+    mixed = [{"rank": 2, "layers": 4, "reason": ""}, {"rank": 0, "layers": 3, "reason": ""},
+             {"rank": 1, "layers": None, "reason": "loops"}]  # fmt: skip
+    assert _ranks_agree({"ranks": mixed}) == Check(
+        name, False, "ranks report different layer counts (2: 4, 0: 3, 1: None)"
     )

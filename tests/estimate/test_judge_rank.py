@@ -106,6 +106,17 @@ def test_forward_loops_decline_naming_the_op_they_repeat():
                              "blocks")  # fmt: skip
 
 
+def test_a_forward_loop_over_two_ops_names_both_and_counts_ops_in_the_plural():
+    """4 forward blocks of 4 ops, each ``aten::as_strided aten::view`` twice: a loop whose
+    unit is 2 ops (names in order of first appearance, "every 2 ops"), 4 backward blocks."""
+    loop = [("aten::as_strided", 10), ("aten::view", 10)] * 2
+    g = rank_graph(EMB + loop * 4 + BWD * 4 + LOSS, [(0, 260)], rank=1)
+    got = judged(g, group("forward", 1, 4, period=4), group("backward", 17, 4))
+    assert got == RankLayers(1, None, "the forward repeats are loops, not layers (4 blocks of 4 "
+                             "ops repeating aten::as_strided aten::view every 2 ops); backward "
+                             "repeats of 4 blocks")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("outside_ns", "want"),
     [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lumos.estimate.merge import merge_graphs
+from lumos.estimate.merge import _localize, _no_gap_before_steps, merge_graphs
 from lumos.graph.kinds import CommType
 from lumos.graph.model import AnnotationKind, DepKind, ProcessGroup, TaskKind, WaitKind
 from lumos.graph.synthetic import GraphBuilder
@@ -220,3 +220,64 @@ def test_comms_follow_their_tasks_and_process_groups_are_matched_by_name():
     assert c.peer_rank.tolist() == [-1, 1, -1, 1, 1, 1]
     assert merged.tasks.comm_idx.tolist() == [0, 1, -1, 2, 3, 4, -1, 5, -1]
     assert merged.tasks.order.tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_localize_makes_messages_between_merged_stages_free_and_readdresses_the_others():
+    """Merged ranks 0 and 1 (stages 0 and 1, k = 2, new rank 0) on one thread: ``op_a``,
+    ``send`` to rank 1 (a merged stage: local), ``op_b``, ``recv`` from rank 2 (stage 2: new
+    rank 2 // 2 = 1), ``all_reduce`` with peer 0 (not point-to-point: untouched), ``send`` to
+    rank 9 (no known stage: -k // k = -1). The local send takes 0 ns, becomes a CPU op
+    without its message; the thread's gaps 40, 30, 5, 3, 2 have median 5, so the two gaps
+    next to the local send shrink to 5 and the others stay; the stream's 1000 ns gap is
+    not a thread gap (it would move the median to 17) and the launch edge's 100 ns from the
+    send is not a gap either: both stay. One message made local."""
+    b = GraphBuilder(rank=0, world_size=4)
+    th, st = b.thread(1), b.stream(7)
+    send, recv, ar, far = (b.comm(CommType.SEND, 8, peer_rank=1), b.comm(CommType.RECV, 8, peer_rank=2),
+                           b.comm(CommType.ALL_REDUCE, 8, peer_rank=0),
+                           b.comm(CommType.SEND, 8, peer_rank=9))  # fmt: skip
+    b.task(th, "op_a", 10)
+    t1 = b.task(th, "send", 50, TaskKind.COMM, gap_ns=40, comm=send)
+    b.task(th, "op_b", 10, gap_ns=30)
+    b.task(th, "recv", 20, TaskKind.COMM, gap_ns=5, comm=recv)
+    b.task(th, "all_reduce", 15, TaskKind.COMM, gap_ns=3, comm=ar)
+    b.task(th, "send_far", 25, TaskKind.COMM, gap_ns=2, comm=far)
+    k0 = b.task(st, "k0", 7)
+    b.task(st, "k1", 7, gap_ns=1000)
+    b.edge(t1, k0, DepKind.LAUNCH, 100)
+    g = b.build()
+    out, n = _localize(g, {0: 0, 1: 1}, {0: 0, 1: 1, 2: 2, 3: 3}, 2, 0)
+    assert n == 1
+    assert out.tasks.dur_ns.tolist() == [10, 0, 10, 20, 15, 25, 7, 7]
+    cpu, comm = int(TaskKind.CPU_OP), int(TaskKind.COMM)
+    assert out.tasks.kind.tolist() == [cpu, cpu, cpu, comm, comm, comm,
+                                       int(TaskKind.KERNEL), int(TaskKind.KERNEL)]  # fmt: skip
+    assert out.tasks.comm_idx.tolist() == [-1, -1, -1, recv, ar, far, -1, -1]
+    assert out.comms.peer_rank.tolist() == [1, 1, 0, -1]
+    assert list(zip(out.edges.src.tolist(), out.edges.dst.tolist(), out.edges.delay_ns.tolist(),
+                    strict=True)) == [(0, 1, 5), (1, 2, 5), (2, 3, 5), (3, 4, 3), (4, 5, 2),
+                                      (6, 7, 1000), (1, 6, 100)]  # fmt: skip
+    # the inputs are not changed in place
+    assert g.tasks.dur_ns[1] == 50 and g.edges.delay_ns[0] == 40
+
+
+def test_no_gap_before_steps_drops_only_thread_gaps_into_a_step_s_first_task():
+    """Thread gaps 4, 6, 50, 7 before tasks 1 to 4; steps start at tasks 0 and 3, a user span
+    at task 2 and a step with no first task (-1): only the gap into task 3 (50) becomes 0. A
+    stream gap (9) into a kernel that a step names as its first task stays: only thread
+    program order is the gap between steps."""
+    b = GraphBuilder()
+    th, st = b.thread(1), b.stream(7)
+    ts = [b.task(th, f"op{i}", 10, gap_ns=gap) for i, gap in enumerate((0, 4, 6, 50, 7))]
+    k0 = b.task(st, "k0", 5)
+    k1 = b.task(st, "k1", 5, gap_ns=9)
+    b.annotate("ProfilerStep#0", th, ts[0], ts[2])
+    b.annotate("ProfilerStep#1", th, ts[3], ts[4])
+    b.annotate("user", th, ts[2], ts[2], kind=AnnotationKind.USER)
+    b.annotate("ProfilerStep#2", th, -1, -1)
+    b.annotate("ProfilerStep#3", st, k1, k1)
+    g = b.build()
+    out = _no_gap_before_steps(g)
+    assert out.edges.delay_ns.tolist() == [4, 6, 0, 7, 9]
+    assert out.edges.dst.tolist() == [1, 2, 3, 4, k1] and k0 == 5
+    assert g.edges.delay_ns.tolist() == [4, 6, 50, 7, 9]
