@@ -135,6 +135,13 @@ def test_a_link_scenario_records_its_factors_in_the_row_and_the_edit():
     assert slow.to_dict()["config"] == {"link": {"1": 3.0}, "label": "link=1:3"}
     (edit,) = slow.edits
     assert (edit["edit"], edit["tasks_retimed"]) == ("communication re-timed (link 1:3)", 1)
+    # the one all-reduce's factor is the model's t(link x3) / t(recorded), as in the test above
+    model = collective_time(int(CommType.ALL_REDUCE), MIB, 2, preset(NET))
+    f = model.with_bandwidth_scaled(3.0).time_ns / model.time_ns
+    assert edit["detail"] == (
+        f"1 collectives (all_reduce 1) x{f:.3f}-x{f:.3f}; transfer = recorded transfer x "
+        "t(new) / t(recorded) of the network model, waiting for peers as recorded"
+    )
     assert both.to_dict()["config"] == {"dp": 4, "link": {"1": 3.0}, "label": "dp=4 link=1:3"}
     assert both.edits[0]["edit"] == "communication re-timed (dp 2 -> 4, link 1:3)"
 

@@ -145,3 +145,41 @@ def test_a_one_element_tensor_is_resized_too():
         graph([(10, "aten::add", "[[1]]", 8, -1)], ("[[1]]",)), old, new, INSIDE, PARAMS
     )
     assert (out.memory.num_bytes.tolist(), changed) == ([24], 1)
+
+
+def test_a_shape_what_if_counts_the_allocations_it_resized_on_every_rank():
+    """The bundled run (2 ranks), each rank given one 1000-byte allocation made by its first
+    ``aten::gelu`` of layer 0 (``[8, 64, 512]``: inside a layer 512 is the FFN width), then
+    hidden 128 -> 256 (FFN 512 -> 1024): each allocation doubles to 2000 bytes, and the edit's
+    detail counts both ranks' rows, 1 + 1 = 2 allocations resized."""
+    from lumos.estimate.baseline import detect_baseline
+    from lumos.estimate.layers import find_layers
+    from lumos.estimate.reshape import reshape_workload
+    from lumos.examples_data import example_run_dir
+    from lumos.replay import build_workload
+
+    workload, _ = build_workload([str(example_run_dir())])
+    base = detect_baseline(workload)
+    dims = "[[8, 64, 512], []]"
+    graphs = []
+    for g in workload.graphs:
+        layer = find_layers(g).task_layer(g.num_tasks)
+        gelu = (np.array(g.names)[g.tasks.name_idx] == "aten::gelu") & (layer == 0)
+        ev = int(g.tasks.event_idx[np.flatnonzero(gelu)[0]])
+        assert g.dims[g.task_dims_idx[np.flatnonzero(gelu)[0]]] == dims
+
+        def col(v, dtype=np.int64):
+            return np.array([v], dtype=dtype)
+
+        mem = GraphMemory(
+            event_idx=col(ev), offset_ns=col(0), anchor_dur_ns=col(10), delta_bytes=col(1000),
+            num_bytes=col(1000), alloc_row=col(-1), op_name_idx=col(-1, np.int32),
+            phase=col(0, np.int8), total_reserved=col(-1), shape_name_idx=col(0, np.int32),
+            shape_dims_idx=col(0, np.int32), op_names=("aten::gelu",), shape_dims=(dims,),
+            device_type=1, device_id=0, base_bytes=0, levels_recorded=False,
+        )  # fmt: skip
+        graphs.append(g.replace(memory=mem))
+    wide, edits = reshape_workload(workload.replace_graphs(graphs), base, {"hidden": 256})
+    assert [g.memory.num_bytes.tolist() for g in wide.graphs] == [[2000], [2000]]
+    (shape_edit,) = [e for e in edits if e.name == "hidden 128 -> 256"]
+    assert "; 2 allocations resized; " in shape_edit.detail

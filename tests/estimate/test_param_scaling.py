@@ -114,6 +114,22 @@ def test_uncapped_collectives_are_re_timed_along_the_line_of_their_kind():
     assert (edit.tasks_retimed, edit.detail) == (3, "gradient bytes x2.000, activations x3.000")
 
 
+def test_re_timed_comms_stay_whole_nanoseconds_past_float_precision():
+    """Durations are integer ns throughout: a send that waited 2**53 ns (past the integers
+    float64 holds exactly) and took 201 ns more to transfer, with 3x the activations: transfer
+    603 ns, duration exactly 2**53 + 603 (a float sum would round it to 2**53 + 604)."""
+    from lumos.estimate.reshape import resize_comms
+    from lumos.graph.model import CommType, TaskKind
+    from lumos.graph.synthetic import GraphBuilder
+
+    b = GraphBuilder(rank=0, world_size=2)
+    c = b.comm(CommType.SEND, 1000, b.process_group("0", (0, 1)), peer_rank=1, wait_ns=2**53)
+    b.task(b.stream(7), "ncclSend", 2**53 + 201, TaskKind.COMM, comm=c)
+    (out,), _ = resize_comms([b.build()], 1.0, 3.0)
+    assert out.tasks.dur_ns.tolist() == [2**53 + 603]
+    assert out.comms.size_bytes.tolist() == [3000]
+
+
 def _layer_map(opt_blocks: int, layers: int) -> LayerMap:
     """``layers`` forward layers over tasks 0 and 1 (one block each for 2, one block of both
     for 1) and an optimizer repeat of ``opt_blocks`` blocks (tasks 2, 3, 4, ...): per-layer

@@ -101,6 +101,15 @@ def test_a_zero_or_unknown_size_is_no_quantity():
     }  # fmt: skip
 
 
+def test_quantities_of_a_complete_configuration():
+    """Every quantity of b=2, s=8, h=64, f=256, 4 heads, vocabulary 192: tokens b*s = 16,
+    b*heads = 8, 3h = 192, 2f = 512, head width h / heads = 16 (all integers)."""
+    q = Dims(microbatch_size=2, seq=8, hidden=64, ffn=256, heads=4, vocab=192).quantities()
+    assert q == {"tokens": 16, "b*heads": 8, "b": 2, "s": 8, "heads": 4, "h": 64, "3h": 192,
+                 "f": 256, "2f": 512, "hd": 16, "vocab": 192}  # fmt: skip
+    assert all(type(v) is int for v in q.values())
+
+
 def test_a_leading_scalar_of_a_product_does_not_make_its_first_matrix_a_weight():
     """``b = 4, s = 16`` (64 tokens), hidden 64 -> 128. A product record led by a scalar
     (``[]``, kept as it is) then two ``[64, 64]`` matrices: the first matrix is still the
@@ -274,6 +283,32 @@ def test_reshape_records_its_edits_and_rejects_what_it_cannot_do(example):
         reshape_workload(example, base, {"pp": 2})
     with pytest.raises(ConfigError, match="micro-batch blocks"):
         reshape_workload(example, base, {"microbatches": 4})
+
+
+def test_a_wider_model_re_times_the_first_layers_ffn_activation_as_the_seconds(example):
+    """hidden 128 -> 256 on the bundled run (the FFN follows: 512 -> 1024): inside a layer,
+    layer 0 as much as layer 1, ``aten::gelu`` on ``[8, 64, 512]`` is the FFN activation, its
+    512 the FFN width, so its work (elements) doubles and, gelu having no fitted line, its time
+    above the dispatch floor doubles: ``a + 2 (dur - a)``, ``a = min(floor, dur)``. Read outside a layer
+    the 512 would be the (unchanged) vocabulary and the op kept: 3 steps x 2 layers x (forward
+    + ``gelu_backward``, which has no ``aten::gelu`` name) = 6 gelus per rank."""
+    from lumos.estimate.layers import find_layers
+
+    base = detect_baseline(example)
+    wide, _ = reshape_workload(example, base, {"hidden": 256})
+    model = example._cache["shape_model"]
+    assert "aten::gelu" not in model.fits
+    for g, g2 in zip(example.graphs, wide.graphs, strict=True):
+        layer = find_layers(g).task_layer(g.num_tasks)
+        gelu = (np.array(g.names)[g.tasks.name_idx] == "aten::gelu") & (g.task_dims_idx >= 0)
+        gelu &= np.array([d == "[[8, 64, 512], []]" for d in g.dims])[
+            np.maximum(g.task_dims_idx, 0)
+        ]
+        assert sorted(layer[gelu].tolist()) == [0, 0, 0, 1, 1, 1]
+        old = g.tasks.dur_ns[gelu]
+        a = np.minimum(model.floor_ns, old)
+        expected = np.rint(a + 2 * (old - a)).astype(np.int64)
+        assert g2.tasks.dur_ns[gelu].tolist() == expected.tolist()
 
 
 def test_a_longer_sequence_re_times_only_the_optimizer_ops_on_the_position_table(example):
