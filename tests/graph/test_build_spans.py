@@ -168,3 +168,27 @@ def test_spans_over_one_task_on_any_thread_carry_their_shapes_work():
     trace = trace_from_bytes(json.dumps({"traceEvents": events}).encode(), "t.json")
     bare = replace(trace, events=replace(trace.events, dims_idx=None))
     assert build_graph(bare).annotations.dims_idx.tolist() == [-1, -1, -1]
+
+
+def test_a_span_over_the_step_marker_and_work_covers_the_work():
+    """``ProfilerStep#1`` (0-200 us) on one thread, ``## forward ##`` (0-100 us) starting with
+    the step, so its first covered task is the step's marker (task 1, not work), then
+    ``aten::mm`` (20-50) and ``aten::add`` (60-70), tasks 2 and 3. The span's tasks are its
+    work, 2-3, skipping the marker (lead 20 us, tail 100 - 70 = 30 us); a span over the
+    marker only (``data``, 0-3 us) still has none; one over ``aten::add`` only (``tail``,
+    55-75 us) has task 3 (lead 5 us, tail 5 us)."""
+    g = _graph([
+        _ev("user_annotation", "ProfilerStep#1", 0, 200),
+        _ev("user_annotation", "## forward ##", 0, 100),
+        _ev("user_annotation", "data", 0, 3),
+        _ev("cpu_op", "aten::mm", 20, 30),
+        _ev("user_annotation", "tail", 55, 20),
+        _ev("cpu_op", "aten::add", 60, 10),
+    ])  # fmt: skip
+    step, user = int(AnnotationKind.STEP), int(AnnotationKind.USER)
+    assert _spans(g) == [
+        ("ProfilerStep#1", step, 0, 1, 3, 0, 200 * US, 0, 130 * US),
+        ("## forward ##", user, 0, 2, 3, 0, 100 * US, 20 * US, 30 * US),
+        ("data", user, 0, -1, -1, 0, 3 * US, 0, 0),
+        ("tail", user, 0, 3, 3, 55 * US, 20 * US, 5 * US, 5 * US),
+    ]

@@ -117,8 +117,14 @@ def cpu_spans(
         b = lo + np.searchsorted(starts, s1[sel], side="left") - 1
         ok = (a <= b) & (b < hi)
         a, b = a[ok], b[ok]
-        # a span's first and last work are real tasks, not markers or anchors
-        ok2 = real[a - lo] & real[b - lo]
+        # a span's first and last work are real tasks, not markers or anchors: the first real
+        # task at or after its first covered one, the last at or before its last
+        n = hi - lo
+        idx = np.arange(n)
+        nxt = np.minimum.accumulate(np.where(real, idx, n)[::-1])[::-1]
+        prv = np.maximum.accumulate(np.where(real, idx, -1))
+        a, b = lo + nxt[a - lo], lo + prv[b - lo]
+        ok2 = a <= b
         first[sel[ok][ok2]] = a[ok2]
         last[sel[ok][ok2]] = b[ok2]
     # spans with no task inside (``zero_grad``, a childless user annotation) are kept too: their
