@@ -217,3 +217,14 @@ def test_knowing_b_and_s_changes_nothing_for_hidden_or_ffn(b, s, n, d, mult, key
         ops = [op for op in ops if op[1] != [[f, b * s], [b * s, h]]]
     for name, dims in ops:
         assert map_dims(name, dims, with_bs, True) == map_dims(name, dims, without, True), name
+
+
+def test_an_unknown_model_key_is_named_with_the_known_ones(demo) -> None:
+    """The first unknown key in sorted order is named ("alpha" before "zeta"), then every
+    model key in :data:`~lumos.estimate.reshape.MODEL_KEYS` order; a single one is named too."""
+    base = detect_baseline(demo)
+    known = "layers, hidden, ffn, heads, seq, microbatches, microbatch_size, pp"
+    for changes, name in (({"zeta": 1, "alpha": 2}, "alpha"), ({"depth": 3}, "depth")):
+        with pytest.raises(ConfigError) as err:
+            reshape_workload(demo, base, changes)
+        assert str(err.value) == f"unknown model key {name!r} (known: {known})"

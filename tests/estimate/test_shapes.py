@@ -20,7 +20,7 @@ from lumos.estimate.shapes import (
     retime,
     work_of,
 )
-from lumos.estimate.shapes_device import retime_device
+from lumos.estimate.shapes_device import DeviceCalls, retime_device
 from lumos.examples_data import example_run_dir
 from lumos.graph.model import AnnotationKind, DepKind, ExecGraph, TaskKind
 from lumos.graph.synthetic import GraphBuilder
@@ -375,3 +375,31 @@ def test_lumos_report_of_an_estimate_directory_shows_the_rows_and_a_chart(tmp_pa
     assert "layers=4" in section and "layers 2 -&gt; 4" in section
     assert section.count("<svg") == 1  # the stacked breakdown per scenario
     assert "Where the time goes, per scenario" in section
+
+
+def test_an_op_of_one_element_is_retimed_and_counted():
+    """``aten::add`` on ``[[1]]``: work 1 element (any op with data has work >= 1). A 1 matches
+    no quantity, so the new work is 1 too; with no fitted line the time stays 30 ns, but the
+    op had data to scale: it counts as re-timed, not as kept for lack of data."""
+    b = GraphBuilder()
+    b.task(b.thread(1), "aten::add", 30)
+    g = _with_dims(b.build(), ("[[1]]",), [0])
+    dur, stats = retime(g, OLD, WIDE, ShapeModel(), np.array([False]))
+    assert dur.tolist() == [30]
+    assert stats == {"retimed": 1, "kept_no_shapes": 0, "kept_no_data": 0, "ambiguous_dims": 0}
+
+
+def test_one_head_has_the_whole_hidden_width():
+    """hidden 64 and one head: the head width ``hd`` is 64 // 1 = 64; ``3h`` = 192; nothing
+    else is known (no micro-batch size, sequence, FFN or vocabulary), so nothing else is
+    listed."""
+    assert Dims(hidden=64, heads=1).quantities() == {"heads": 1, "h": 64, "3h": 192, "hd": 64}
+
+
+def test_a_graph_without_device_work_has_no_calls_and_nothing_unattributed():
+    """A CPU-only graph: no GPU task, so no call, and no GPU task left unattributed (0)."""
+    b = GraphBuilder()
+    b.task(b.thread(1), "aten::add", 30)
+    calls = DeviceCalls(b.build())
+    assert calls.unattributed == 0
+    assert [len(calls.tasks), len(calls.inv), len(calls.name_idx), len(calls.device_ns)] == [0] * 4

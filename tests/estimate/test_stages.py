@@ -392,3 +392,33 @@ def test_handed_over_work_becomes_the_boundary_message_and_takes_no_time(dims):
         assert out.task_dims_idx is None
     assert g.tasks.dur_ns.tolist() == [40, 5, 100, 20, 30]  # the traced graph is not edited
     assert _Editor(g).graph().comms == g.comms  # nothing handed over: the same messages
+
+
+def test_re_staged_graphs_drop_their_memory_and_say_why(traced):
+    """Each rank given a one-row memory table: splitting 2 stages into 4 or merging them into
+    1 mixes stages' tasks, so every graph's memory becomes unknown (None) and the last edit
+    says so, with this exact model and detail."""
+    from lumos.graph.memory import GraphMemory
+
+    workload, _ = traced
+
+    def col(v, dtype=np.int64):
+        return np.array([v], dtype=dtype)
+
+    mem = GraphMemory(
+        event_idx=col(0), offset_ns=col(0), anchor_dur_ns=col(10), delta_bytes=col(1000),
+        num_bytes=col(1000), alloc_row=col(-1), op_name_idx=col(-1, np.int32),
+        phase=col(0, np.int8), total_reserved=col(-1), shape_name_idx=col(-1, np.int32),
+        shape_dims_idx=col(-1, np.int32), op_names=(), shape_dims=(), device_type=1,
+        device_id=0, base_bytes=0, levels_recorded=False,
+    )  # fmt: skip
+    with_mem = workload.replace_graphs([g.replace(memory=mem) for g in workload.graphs])
+    base = detect_baseline(with_mem)
+    for pp in (4, 1):
+        out, edits = reshape_workload(with_mem, base, {"pp": pp})
+        assert [g.memory for g in out.graphs] == [None] * len(out.graphs)
+        assert edits[-1].to_dict() == {
+            "edit": "memory unknown", "tasks_added": 0, "tasks_removed": 0, "tasks_retimed": 0,
+            "model": "pipeline stages changed",
+            "detail": "memory is not modelled across re-staged pipelines",
+        }  # fmt: skip
