@@ -257,3 +257,27 @@ def test_only_flat_lists_of_integers_are_activation_shapes():
     assert base.values == {"hidden": 32, "microbatch_size": 2, "seq": 8, "tokens": 16,
                            "pp": 1, "layers": 2, "microbatches": 1}  # fmt: skip
     assert base.how["hidden"] == "last dimension of 28 layer activations"
+
+
+def test_need_returns_a_found_value_and_names_the_flag_for_a_missing_or_withheld_one():
+    """``need`` returns a positive value as is; a missing one (absent or <= 0) is a ConfigError
+    quoting its evidence (``how``, else ``no evidence``) and ``--baseline key=N``; a value
+    withheld with the declined layers also names ``--baseline layers=N``."""
+    from lumos.estimate.baseline import Baseline
+
+    base = Baseline(values={"hidden": 64, "ffn": 0}, how={"ffn": "no 3-D activation"},
+                    withheld=("seq",))  # fmt: skip
+    assert base.need("hidden") == 64
+    messages = []
+    for key in ("ffn", "vocab", "seq"):
+        with pytest.raises(ConfigError) as err:
+            base.need(key)
+        messages.append(str(err.value))
+    assert messages == [
+        "the baseline's ffn could not be found in the trace (no 3-D activation); "
+        "give --baseline ffn=N",
+        "the baseline's vocab could not be found in the trace (no evidence); "
+        "give --baseline vocab=N",
+        "the baseline's seq could not be found in the trace (no evidence); give --baseline "
+        "layers=N to accept the repeated blocks `lumos layers` lists, or --baseline seq=N",
+    ]

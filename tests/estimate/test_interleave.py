@@ -122,3 +122,20 @@ def test_a_virtual_stages_messages_go_to_physical_ranks_in_one_group_per_boundar
     out = _streams(b.build().validate(), 1, 3)
     assert (out.comms.peer_rank.tolist(), out.comms.pg_idx.tolist()) == ([0], [0])
     assert out.process_groups == (boundary(name="lumos:vpp0f", ranks=(0, 1)),)
+
+
+def test_a_virtual_stage_without_its_micro_batch_blocks_is_refused(traced, monkeypatch):
+    """Virtual stage 2 (chunk 1 of rank 0, the second one the loop reaches) made to show no
+    micro-batch blocks: the edit refuses, naming it, rather than placing nothing."""
+    import lumos.estimate.interleave as inter
+    from lumos.estimate.layers import LayerMap, find_layers
+
+    def losing(g):
+        return LayerMap((), 0, 1, "none") if g.rank == 2 else find_layers(g)
+
+    base = detect_baseline(traced)
+    monkeypatch.setattr(inter, "find_layers", losing)
+    with pytest.raises(ConfigError) as err:
+        reshape_workload(traced, base, {}, "interleaved", 2)
+    assert str(err.value) == ("schedule=interleaved: virtual stage 2 lost its micro-batch "
+                              "blocks (too few layers per chunk?)")  # fmt: skip

@@ -119,3 +119,37 @@ def test_layers_ranks_agree_on_one_count_on_declining_with_reasons_and_names_a_m
     assert _ranks_agree({"ranks": mixed}) == Check(
         name, False, "ranks report different layer counts (2: 4, 0: 3, 1: None)"
     )
+
+
+def test_the_identity_check_fails_naming_what_differs_and_holds_when_rows_agree():
+    """``_identity`` with the layers known: an identity row differing from the baseline row in
+    its step time only fails with ``<label>: step_ns: <row> != <baseline>``; one equal to it
+    holds with ``<label>: the baseline to the ns``; no identity holds with ``no detected value
+    to set``."""
+    from lumos.estimate.baseline import Baseline
+    from lumos.estimate.invariants import _identity
+    from lumos.estimate.run import EstimateRow
+    from lumos.estimate.scenario import parse_scenario
+    from lumos.graph.model import Workload
+    from lumos.graph.synthetic import GraphBuilder
+
+    ident = parse_scenario(["microbatches=2"])
+    base = Baseline(values={"layers": 4}, how={})
+
+    def row(step_ns: int) -> EstimateRow:
+        return EstimateRow(scenario=ident, step_ns=step_ns, rank_step_ns=((0, 100),),
+                           breakdown={"exposed_comm_ns": 7}, model="m")  # fmt: skip
+
+    b = GraphBuilder()
+    b.thread(1)
+    w = Workload((b.build(),))  # not read: the layers are known
+    label = ident.label
+    assert _identity(w, base, ident, row(100), {label: row(101)}, "") == Check(
+        "identity_edit", False, f"{label}: step_ns: 101 != 100"
+    )
+    assert _identity(w, base, ident, row(100), {label: row(100)}, "") == Check(
+        "identity_edit", True, f"{label}: the baseline to the ns"
+    )
+    assert _identity(w, base, None, row(100), {}, "") == Check(
+        "identity_edit", True, "no detected value to set"
+    )
