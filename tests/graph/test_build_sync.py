@@ -142,6 +142,27 @@ def test_a_lone_stream_wait_without_a_record_is_warned_with_its_call():
     assert d.example("stream_wait_without_record") == "call at 8000 ns"
 
 
+def _recorded_stream_wait(stream: int | None, *before_record: dict[str, Any]):
+    """Launch of ``k1`` on stream 7 at 0 us (call 0-2, kernel 10-30), ``before_record``,
+    ``cudaEventRecord`` at 6 (correlation 2), ``cudaStreamWaitEvent`` at 8 (correlation 3)
+    with its "Stream Wait Event" record (``wait_on_stream`` 7, the waiting ``stream`` unless
+    None), then the launch of ``k2`` on stream 8 at 12 (kernel 40-50)."""
+    args: dict[str, Any] = {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7,
+                            "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
+                            "device": 0}  # fmt: skip
+    if stream is not None:
+        args["stream"] = stream
+    return [
+        _call("cudaLaunchKernel", 0, 2, 1), _kernel("k1", 7, 10, 20, 1),
+        *before_record,
+        _call("cudaEventRecord", 6, 1, 2),
+        _call("cudaStreamWaitEvent", 8, 1, 3),
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 8,
+         "ts": 8.5, "dur": 0.01, "args": args},
+        _call("cudaLaunchKernel", 12, 5, 4), _kernel("k2", 8, 40, 10, 4),
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize("stream", [8, None], ids=["names-8", "names-none"])
 def test_a_stream_wait_record_without_its_stream_waits_on_the_threads_next_launch(stream):
     """A ``cuda_sync`` "Stream Wait Event" record names the recording stream (``wait_on_stream``
@@ -151,19 +172,7 @@ def test_a_stream_wait_record_without_its_stream_waits_on_the_threads_next_launc
     a record that leaves ``stream`` out (-1) says nothing about the waiting stream, which is
     then the thread's next launch after the wait: stream 8, the same edge (never the
     recording stream 7 itself, which would make no edge)."""
-    args: dict[str, Any] = {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7,
-                            "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
-                            "device": 0}  # fmt: skip
-    if stream is not None:
-        args["stream"] = stream
-    g = _build([
-        _call("cudaLaunchKernel", 0, 5, 1), _kernel("k1", 7, 10, 20, 1),
-        _call("cudaEventRecord", 6, 1, 2),
-        _call("cudaStreamWaitEvent", 8, 1, 3),
-        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 8,
-         "ts": 8.5, "dur": 0.01, "args": args},
-        _call("cudaLaunchKernel", 12, 5, 4), _kernel("k2", 8, 40, 10, 4),
-    ])  # fmt: skip
+    g = _build(_recorded_stream_wait(stream))
     assert _inter_stream(g) == [("k1", "k2")]
     assert g.diagnostics.count("stream_wait_without_record") == 0
 
@@ -251,18 +260,9 @@ def test_a_stream_wait_waits_for_the_recording_stream_its_record_names_not_the_l
     14-16 us): the record call at 6 us follows that launch, but its ``cuda_sync`` record
     names stream 7 as the recording stream (``wait_on_stream``), so stream 8 waits for k1, the
     last work launched on stream 7 before the record, not for k0."""
-    args: dict[str, Any] = {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7,
-                            "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
-                            "device": 0, "stream": 8}  # fmt: skip
-    g = _build([
-        _call("cudaLaunchKernel", 0, 2, 1), _kernel("k1", 7, 10, 20, 1),
-        _call("cudaLaunchKernel", 3, 2, 5), _kernel("k0", 9, 14, 2, 5),
-        _call("cudaEventRecord", 6, 1, 2),
-        _call("cudaStreamWaitEvent", 8, 1, 3),
-        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 8,
-         "ts": 8.5, "dur": 0.01, "args": args},
-        _call("cudaLaunchKernel", 12, 5, 4), _kernel("k2", 8, 40, 10, 4),
-    ])  # fmt: skip
+    g = _build(_recorded_stream_wait(
+        8, _call("cudaLaunchKernel", 3, 2, 5), _kernel("k0", 9, 14, 2, 5)
+    ))  # fmt: skip
     assert _inter_stream(g) == [("k1", "k2")]
     assert g.diagnostics.count("stream_wait_without_record") == 0
 

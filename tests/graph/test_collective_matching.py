@@ -11,17 +11,23 @@ from lumos.graph.model import CommType, TaskKind, Workload
 from lumos.graph.synthetic import GraphBuilder
 
 
-def _rank(rank: int, kinds: list[CommType], seqs: list[int]) -> tuple[GraphBuilder, list[int]]:
-    """One rank's graph: its collectives on one stream of process group "0", 10 ns each,
-    recorded 100 ns apart in list order."""
-    b = GraphBuilder(rank=rank, world_size=2)
+def _rank(
+    rank: int,
+    kinds: list[CommType],
+    seqs: list[int],
+    ts_ns: list[int] | None = None,
+    ranks: tuple[int, ...] = (0, 1),
+) -> tuple[GraphBuilder, list[int]]:
+    """One rank's graph: its collectives on one stream of process group "0" of ``ranks``
+    (world size: the largest rank + 1), 10 ns each, recorded at ``ts_ns`` (default 100 ns
+    apart) in list order."""
+    b = GraphBuilder(rank=rank, world_size=max(ranks) + 1)
     st = b.stream(20)
-    pg = b.process_group("0", (0, 1))
+    pg = b.process_group("0", ranks)
+    starts = ts_ns if ts_ns is not None else [100 * i for i in range(len(kinds))]
     tasks = [
-        b.task(
-            st, "nccl", 10, TaskKind.COMM, comm=b.comm(kind, 1024, pg, seq_id=seq), ts_ns=100 * i
-        )
-        for i, (kind, seq) in enumerate(zip(kinds, seqs, strict=True))
+        b.task(st, "nccl", 10, TaskKind.COMM, comm=b.comm(kind, 1024, pg, seq_id=seq), ts_ns=t)
+        for kind, seq, t in zip(kinds, seqs, starts, strict=True)
     ]
     return b, tasks
 
@@ -182,25 +188,9 @@ def test_a_rank_twice_under_one_key_is_warned_and_its_later_task_stands_alone():
     for kinds, and seq 1 itself agrees (all-reduce on both), so no mismatch is warned. Barriers
     (Chakra 9) with seq 7 on rank 3 and an all-gather (2) on rank 5 mismatch: the example
     lists the kinds sorted, [2, 9]."""
-    b0 = GraphBuilder(rank=3, world_size=6)
-    st0 = b0.stream(7)
-    p0 = b0.process_group("0", (3, 5))
-    for ts, kind, seq in (
-        (0, CommType.ALL_REDUCE, 1),
-        (100, CommType.ALL_GATHER, 1),
-        (200, CommType.ALL_REDUCE, 2),
-        (300, CommType.BARRIER, 7),
-    ):
-        b0.task(st0, "c", 10, TaskKind.COMM, ts_ns=ts, comm=b0.comm(kind, 8, p0, seq))
-    b1 = GraphBuilder(rank=5, world_size=6)
-    st1 = b1.stream(7)
-    p1 = b1.process_group("0", (3, 5))
-    for ts, kind, seq in (
-        (0, CommType.ALL_REDUCE, 1),
-        (200, CommType.ALL_REDUCE, 2),
-        (300, CommType.ALL_GATHER, 7),
-    ):
-        b1.task(st1, "c", 10, TaskKind.COMM, ts_ns=ts, comm=b1.comm(kind, 8, p1, seq))
+    ar, ag = CommType.ALL_REDUCE, CommType.ALL_GATHER
+    b0, _ = _rank(3, [ar, ag, ar, CommType.BARRIER], [1, 1, 2, 7], ranks=(3, 5))
+    b1, _ = _rank(5, [ar, ar, ag], [1, 2, 7], [0, 200, 300], ranks=(3, 5))
     g = match_collectives(Workload((b1.build(), b0.build())))
     assert g.keys == (("coll", "0", "seq", 1), ("dup", 0, 1), ("coll", "0", "seq", 2),
                       ("coll", "0", "seq", 7))  # fmt: skip

@@ -70,8 +70,6 @@ def _step_ns(workload: Workload, sets: Sequence[str] = (), comm_model: Any = Non
     else:
         scenario = parse_scenario(list(sets))
         rows = estimate(workload, [scenario], comm_model=comm_model, with_baseline=False).rows
-        if not rows:  # the what-if is the recorded configuration: its step is the baseline's
-            rows = estimate(workload, []).rows
     return int(rows[-1].step_ns)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,8 @@ def _calibrate(args: argparse.Namespace) -> int:
             lines.append(f"{head}  {r.note}")
             continue
         f: Any = r.fit
-        bw = f"{f.bw_bytes_per_s / 1e9:>16.2f}" if r.note == "" else f"{'-':>16}"
+        finite = math.isfinite(f.bw_bytes_per_s)
+        bw = f"{f.bw_bytes_per_s / 1e9:>16.2f}" if finite else f"{'-':>16}"
         lines.append(f"{head}{f.latency_ns / 1e3:>12.2f}{bw}{f.r2:>7.3f}{f.rel_rms * 100:>8.1f}%"
                      + (f"  {r.note}" if r.note else ""))  # fmt: skip
     print("\n".join(lines))
